@@ -1,0 +1,27 @@
+"""Evaluate a tagger on a corpus (see configs/evaluate.yaml)."""
+
+import logging
+import sys
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from nerbias.errors import NerbiasError
+
+log = logging.getLogger("evaluate")
+
+
+@hydra.main(version_base="1.3", config_path="configs", config_name="evaluate")
+def main(cfg: DictConfig) -> None:
+    from nerbias.evaluation import run_evaluation
+
+    try:
+        run_evaluation(cfg, HydraConfig.get().runtime.output_dir)
+    except NerbiasError as error:
+        log.error("%s", error)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

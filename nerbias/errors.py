@@ -1,0 +1,23 @@
+"""Errors a user can fix: bad files, bad configs. Entry points turn them into one clear line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class NerbiasError(Exception):
+    """A problem with the user's input; the message says what and where."""
+
+
+class DataFormatError(NerbiasError):
+    """A malformed input file, located by path and (1-based) line number when known."""
+
+    def __init__(self, path: str | Path, message: str, line: int | None = None):
+        self.path = str(path)
+        self.line = line
+        where = f"{self.path}:{line}" if line is not None else self.path
+        super().__init__(f"{where}: {message}")
+
+
+class CheckpointError(NerbiasError):
+    """A file that is not a nerbias checkpoint, or one from an incompatible version."""

@@ -1,0 +1,177 @@
+"""Experiment logging to Weights & Biases, never allowed to stop a run.
+
+``logger=wandb`` logs config, per-epoch metrics, final metrics, tables, images and the
+checkpoint as an artifact. ``mode`` is online, offline, disabled or auto (online when an
+API key is configured, offline otherwise). Any W&B failure becomes a warning.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+log = logging.getLogger(__name__)
+
+
+class NullLogger:
+    """``logger=none``: logs nothing."""
+
+    run = None
+
+    def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None: ...
+
+    def summary(self, metrics: Mapping[str, Any]) -> None: ...
+
+    def table(self, key: str, frame: Any) -> None: ...
+
+    def image(self, key: str, path: str | Path) -> None: ...
+
+    def artifact(self, name: str, kind: str, path: str | Path) -> None: ...
+
+    def finish(self) -> None: ...
+
+
+def _resolve_mode(mode: str) -> str:
+    if mode != "auto":
+        return mode
+    if os.environ.get("WANDB_API_KEY"):
+        return "online"
+    try:
+        import wandb
+
+        return "online" if wandb.api.api_key else "offline"
+    except Exception:
+        return "offline"
+
+
+class WandbLogger(NullLogger):
+    def __init__(self, project: str, mode: str = "auto", config: Mapping[str, Any] | None = None,
+                 save_dir: str | Path = ".", name: str | None = None, group: str | None = None,
+                 tags: list[str] | None = None, entity: str | None = None, job_type: str | None = None):
+        self.run = None
+        self.mode = _resolve_mode(mode)
+        try:
+            import wandb
+
+            Path(save_dir).mkdir(parents=True, exist_ok=True)
+            self.run = wandb.init(project=project, entity=entity, mode=self.mode, config=dict(config or {}),
+                                  dir=str(save_dir), name=name, group=group, tags=tags, job_type=job_type,
+                                  reinit="create_new")
+        except Exception as error:
+            log.warning("W&B could not start (%s); continuing without it", error)
+
+    def _safely(self, what: str, action) -> None:
+        if self.run is None:
+            return
+        try:
+            action()
+        except Exception as error:
+            log.warning("W&B %s failed (%s); continuing", what, error)
+
+    def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        self._safely("log", lambda: self.run.log(dict(metrics), step=step))
+
+    def summary(self, metrics: Mapping[str, Any]) -> None:
+        def update():
+            for key, value in metrics.items():
+                self.run.summary[key] = value
+        self._safely("summary", update)
+
+    def table(self, key: str, frame: Any) -> None:
+        import wandb
+
+        self._safely("table", lambda: self.run.log({key: wandb.Table(dataframe=frame)}))
+
+    def image(self, key: str, path: str | Path) -> None:
+        import wandb
+
+        self._safely("image", lambda: self.run.log({key: wandb.Image(str(path))}))
+
+    def artifact(self, name: str, kind: str, path: str | Path) -> None:
+        import wandb
+
+        def upload():
+            artifact = wandb.Artifact(name, type=kind)
+            artifact.add_file(str(path))
+            self.run.log_artifact(artifact)
+        self._safely("artifact", upload)
+
+    def finish(self) -> None:
+        self._safely("finish", lambda: self.run.finish())
+
+
+def build_logger(cfg: Mapping[str, Any] | None, run_config: Mapping[str, Any], save_dir: str | Path) -> NullLogger:
+    """From the ``logger`` config group; ``None`` or ``kind: none`` gives a NullLogger."""
+    if not cfg or cfg.get("kind", "none") == "none":
+        return NullLogger()
+    if cfg["kind"] != "wandb":
+        raise ValueError(f"unknown logger kind {cfg['kind']!r} (wandb or none)")
+    return WandbLogger(project=cfg.get("project", "nerbias"), mode=cfg.get("mode", "auto"), config=run_config,
+                       save_dir=save_dir, name=cfg.get("name"), group=cfg.get("group"), tags=cfg.get("tags"),
+                       entity=cfg.get("entity"), job_type=cfg.get("job_type"))
+
+
+def read_offline_run(run_dir: str | Path) -> dict[str, Any]:
+    """Read back what an offline W&B run recorded: ``{"config", "history", "summary", "artifacts"}``.
+
+    The ``run-*.wandb`` file is a LevelDB-style log of ``wandb_internal_pb2.Record``
+    messages (7-byte header, 32 KiB blocks, records split FULL/FIRST/MIDDLE/LAST).
+    W&B ships no Python reader for it any more; this one lets tests and reports check
+    logged values without a server.
+    """
+    import json
+    import struct
+
+    from wandb.proto import wandb_internal_pb2
+
+    files = sorted(Path(run_dir).glob("run-*.wandb"))
+    if not files:
+        raise FileNotFoundError(f"{run_dir}: no run-*.wandb file")
+    data = files[0].read_bytes()
+    block, header = 32768, 7
+    if data[:4] != b":W&B":
+        raise ValueError(f"{files[0]}: not a W&B transaction log")
+    payloads, pending, offset = [], b"", header
+    while offset + 7 <= len(data):
+        left_in_block = block - offset % block
+        if left_in_block < 7:  # block trailer padding
+            offset += left_in_block
+            continue
+        _checksum, length, kind = struct.unpack("<IHB", data[offset:offset + 7])
+        if kind == 0 and length == 0:
+            offset += left_in_block
+            continue
+        chunk = data[offset + 7:offset + 7 + length]
+        offset += 7 + length
+        if kind == 1:
+            payloads.append(chunk)
+        elif kind == 2:
+            pending = chunk
+        elif kind == 3:
+            pending += chunk
+        elif kind == 4:
+            payloads.append(pending + chunk)
+            pending = b""
+    config: dict[str, Any] = {}
+    history: list[dict[str, Any]] = []
+    summary: dict[str, Any] = {}
+    artifacts: list[dict[str, str]] = []
+    for payload in payloads:
+        record = wandb_internal_pb2.Record()
+        record.ParseFromString(payload)
+        which = record.WhichOneof("record_type")
+        if which == "history":
+            history.append({item.key or "/".join(item.nested_key): json.loads(item.value_json)
+                            for item in record.history.item})
+        elif which == "summary":
+            for item in record.summary.update:
+                summary[item.key or "/".join(item.nested_key)] = json.loads(item.value_json)
+        elif which == "artifact":
+            artifacts.append({"name": record.artifact.name, "type": record.artifact.type})
+        elif which in ("config", "run"):
+            updates = record.config.update if which == "config" else record.run.config.update
+            for item in updates:
+                config[item.key or "/".join(item.nested_key)] = json.loads(item.value_json)
+    return {"config": config, "history": history, "summary": summary, "artifacts": artifacts}

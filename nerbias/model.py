@@ -1,0 +1,104 @@
+"""The tagger: word embedding (+ character CNN) -> BiLSTM -> constrained CRF."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from nerbias.crf import ConstrainedCRF
+
+
+@dataclass
+class TaggerConfig:
+    word_dim: int = 50
+    freeze_words: bool = False
+    char_cnn: bool = True
+    char_dim: int = 30
+    char_filters: int = 50
+    char_widths: Sequence[int] = field(default_factory=lambda: (3,))
+    lstm_hidden: int = 200
+    lstm_layers: int = 1
+    dropout: float = 0.5
+    word_dropout: float = 0.05  # chance a training token is replaced by <unk>, so <unk> is learned
+    sparse_word_gradients: bool = True  # 400k-row tables: update only the rows a batch uses
+    constrain_transitions: bool = True
+
+
+class CharCNN(nn.Module):
+    """Character embeddings -> convolutions of several widths -> max over the word.
+
+    ``chars [batch, time, word_len]`` -> ``[batch, time, filters * len(widths)]``.
+    Captures casing, affixes and word shape, including for words never seen in training.
+    """
+
+    def __init__(self, num_chars: int, char_dim: int, filters: int, widths: Sequence[int]):
+        super().__init__()
+        self.embedding = nn.Embedding(num_chars, char_dim, padding_idx=0)
+        self.convs = nn.ModuleList(nn.Conv1d(char_dim, filters, w, padding=w // 2) for w in widths)
+        self.output_dim = filters * len(widths)
+
+    def forward(self, chars: Tensor) -> Tensor:
+        batch, time, length = chars.shape
+        flat = chars.view(batch * time, length)
+        embedded = self.embedding(flat).transpose(1, 2)  # [words, char_dim, len]
+        pad = (flat == 0).unsqueeze(1)
+        pooled = []
+        for conv in self.convs:
+            out = conv(embedded)[:, :, :length]
+            pooled.append(out.masked_fill(pad, float("-inf")).amax(dim=2))
+        features = torch.cat(pooled, dim=1)
+        features = torch.where(torch.isfinite(features), features, torch.zeros_like(features))  # padding words
+        return features.view(batch, time, self.output_dim)
+
+
+class BiLSTMCRFTagger(nn.Module):
+    """Sequence tagger returning CRF emissions; the CRF holds the transition scores.
+
+    ``token_encoder`` replaces the word + char representation when given (ELMo-style models).
+    """
+
+    def __init__(self, num_words: int, num_chars: int, tags: Sequence[str], config: TaggerConfig,
+                 pretrained: Tensor | None = None, unk_index: int = 1):
+        super().__init__()
+        self.config = config
+        self.unk_index = unk_index
+        self.words = nn.Embedding(num_words, config.word_dim, padding_idx=0, sparse=config.sparse_word_gradients)
+        if pretrained is not None:
+            if tuple(pretrained.shape) != (num_words, config.word_dim):
+                raise ValueError(f"pretrained matrix has shape {tuple(pretrained.shape)}, expected "
+                                 f"{(num_words, config.word_dim)}")
+            self.words.weight.data.copy_(pretrained)
+        self.words.weight.requires_grad_(not config.freeze_words)
+        self.chars = CharCNN(num_chars, config.char_dim, config.char_filters, config.char_widths) if config.char_cnn else None
+        input_dim = config.word_dim + (self.chars.output_dim if self.chars is not None else 0)
+        self.dropout = nn.Dropout(config.dropout)
+        self.lstm = nn.LSTM(input_dim, config.lstm_hidden, num_layers=config.lstm_layers, batch_first=True,
+                            bidirectional=True, dropout=config.dropout if config.lstm_layers > 1 else 0.0)
+        self.projection = nn.Linear(2 * config.lstm_hidden, len(tags))
+        self.crf = ConstrainedCRF(tags, constrain=config.constrain_transitions)
+
+    def emissions(self, words: Tensor, chars: Tensor, mask: Tensor) -> Tensor:
+        """``[batch, time, tags]`` emission scores."""
+        if self.training and self.config.word_dropout > 0:
+            drop = torch.rand(words.shape, device=words.device) < self.config.word_dropout
+            words = torch.where(drop & mask, torch.full_like(words, self.unk_index), words)
+        features = [self.words(words)]
+        if self.chars is not None:
+            features.append(self.chars(chars))
+        hidden = self.dropout(torch.cat(features, dim=2))
+        lengths = mask.sum(1).cpu()
+        packed = nn.utils.rnn.pack_padded_sequence(hidden, lengths, batch_first=True, enforce_sorted=False)
+        output, _ = self.lstm(packed)
+        output, _ = nn.utils.rnn.pad_packed_sequence(output, batch_first=True, total_length=words.size(1))
+        return self.projection(self.dropout(output))
+
+    def loss(self, words: Tensor, chars: Tensor, mask: Tensor, tags: Tensor) -> Tensor:
+        """Mean negative log-likelihood per sentence."""
+        return -self.crf(self.emissions(words, chars, mask), tags, mask=mask, reduction="mean")
+
+    def decode(self, words: Tensor, chars: Tensor, mask: Tensor) -> Tensor:
+        paths, _ = self.crf.viterbi(self.emissions(words, chars, mask), mask)
+        return paths

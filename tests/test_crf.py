@@ -1,0 +1,254 @@
+"""The CRF maths against brute-force enumeration of every tag sequence."""
+
+import itertools
+import math
+
+import pytest
+import torch
+
+from nerbias.crf import (
+    ConstrainedCRF,
+    TagScheme,
+    bioes_constraints,
+    forward_backward,
+    log_partition,
+    marginals,
+    sequence_score,
+    span_log_confidences,
+    span_log_confidences_lattice,
+    viterbi,
+)
+from nerbias.tags import Span
+
+NEG_INF = float("-inf")
+
+
+def random_crf(num_tags, generator, illegal=0.0):
+    transitions = torch.randn(num_tags, num_tags, generator=generator, dtype=torch.float64)
+    start = torch.randn(num_tags, generator=generator, dtype=torch.float64)
+    end = torch.randn(num_tags, generator=generator, dtype=torch.float64)
+    if illegal:
+        transitions = transitions.masked_fill(torch.rand(num_tags, num_tags, generator=generator) < illegal, NEG_INF)
+    return transitions, start, end
+
+
+def random_batch(batch, length, num_tags, generator):
+    emissions = torch.randn(batch, length, num_tags, generator=generator, dtype=torch.float64)
+    lengths = torch.randint(1, length + 1, (batch,), generator=generator)
+    lengths[0] = length
+    mask = torch.arange(length)[None, :] < lengths[:, None]
+    return emissions, mask, lengths
+
+
+def path_score(emissions, path, transitions, start, end):
+    score = start[path[0]] + emissions[0, path[0]]
+    for t in range(1, len(path)):
+        score = score + transitions[path[t - 1], path[t]] + emissions[t, path[t]]
+    return score + end[path[-1]]
+
+
+def brute_force_paths(emissions, n, transitions, start, end, allowed=None):
+    """(path, score) of every tag sequence of length n, with allowed tags respected."""
+    num_tags = emissions.size(1)
+    for path in itertools.product(range(num_tags), repeat=n):
+        if allowed is not None and not all(allowed[t, tag] for t, tag in enumerate(path)):
+            continue
+        yield path, float(path_score(emissions, path, transitions, start, end))
+
+
+def brute_log_z(paths):
+    scores = [s for _, s in paths if s != NEG_INF]
+    if not scores:
+        return NEG_INF
+    top = max(scores)
+    return top + math.log(sum(math.exp(s - top) for s in scores))
+
+
+CASES = [(tags, length, illegal) for tags in (3, 4, 5) for length in (1, 2, 4, 6) for illegal in (0.0, 0.3)]
+
+
+@pytest.mark.parametrize("num_tags,length,illegal", CASES)
+def test_log_partition_matches_brute_force(num_tags, length, illegal):
+    generator = torch.Generator().manual_seed(num_tags * 100 + length * 10 + int(illegal * 10))
+    transitions, start, end = random_crf(num_tags, generator, illegal)
+    emissions, mask, lengths = random_batch(3, length, num_tags, generator)
+    allowed = torch.rand(3, length, num_tags, generator=generator) < 0.7
+    for constraint in (None, allowed):
+        got = log_partition(emissions, mask, transitions, start, end, allowed=constraint)
+        assert not torch.isnan(got).any()
+        for b in range(3):
+            n = int(lengths[b])
+            expected = brute_log_z(brute_force_paths(
+                emissions[b], n, transitions, start, end, None if constraint is None else constraint[b]))
+            if expected == NEG_INF:
+                assert got[b] == NEG_INF
+            else:
+                assert got[b].item() == pytest.approx(expected, abs=1e-5)
+
+
+@pytest.mark.parametrize("num_tags,length,illegal", CASES)
+def test_marginals_and_viterbi_match_brute_force(num_tags, length, illegal):
+    generator = torch.Generator().manual_seed(7 + num_tags * 100 + length)
+    transitions, start, end = random_crf(num_tags, generator, illegal)
+    emissions, mask, lengths = random_batch(3, length, num_tags, generator)
+    probs = marginals(emissions, mask, transitions, start, end)
+    paths, best = viterbi(emissions, mask, transitions, start, end)
+    log_z = log_partition(emissions, mask, transitions, start, end)
+    for b in range(3):
+        n = int(lengths[b])
+        enumerated = list(brute_force_paths(emissions[b], n, transitions, start, end))
+        z = brute_log_z(enumerated)
+        if z == NEG_INF:
+            continue
+        expected = torch.zeros(n, num_tags, dtype=torch.float64)
+        for path, score in enumerated:
+            if score != NEG_INF:
+                for t, tag in enumerate(path):
+                    expected[t, tag] += math.exp(score - z)
+        assert torch.allclose(probs[b, :n], expected, atol=1e-6)
+        assert torch.allclose(probs[b, :n].sum(1), torch.ones(n, dtype=torch.float64), atol=1e-9)
+        assert (probs[b, n:] == 0).all()
+        best_path, best_score = max(enumerated, key=lambda item: item[1])
+        assert best[b].item() == pytest.approx(best_score, abs=1e-9)
+        assert sequence_score(emissions[b:b + 1, :n], paths[b:b + 1, :n], mask[b:b + 1, :n],
+                              transitions, start, end).item() == pytest.approx(best_score, abs=1e-9)
+        assert log_z[b].item() == pytest.approx(z, abs=1e-6)
+
+
+def bioes_setup(generator, types=("PER", "LOC")):
+    tags = ["O"] + [f"{p}-{t}" for t in types for p in "BIES"]
+    allowed_trans, allowed_start, allowed_end = bioes_constraints(tags)
+    transitions, start, end = random_crf(len(tags), generator)
+    transitions = transitions.masked_fill(~allowed_trans, NEG_INF)
+    start = start.masked_fill(~allowed_start, NEG_INF)
+    end = end.masked_fill(~allowed_end, NEG_INF)
+    return tags, transitions, start, end
+
+
+def brute_span_probability(scheme, emissions, n, transitions, start, end, span):
+    enumerated = list(brute_force_paths(emissions, n, transitions, start, end))
+    z = brute_log_z(enumerated)
+    total = 0.0
+    for path, score in enumerated:
+        if score != NEG_INF and Span(*span) in scheme.spans([scheme.tags[i] for i in path]):
+            total += math.exp(score - z)
+    return total
+
+
+@pytest.mark.parametrize("scheme_name", ["bioes", "bio"])
+@pytest.mark.parametrize("seed", range(4))
+def test_span_confidence_is_exact_probability_of_the_span(scheme_name, seed):
+    """P(span) by constrained lattices equals the brute-force mass of paths containing it."""
+    generator = torch.Generator().manual_seed(seed)
+    if scheme_name == "bioes":
+        tags, transitions, start, end = bioes_setup(generator, types=("PER",))
+    else:
+        tags = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+        transitions, start, end = random_crf(len(tags), generator)
+        for i, previous in enumerate(tags):  # well-formed BIO: I-X only after B-X or I-X
+            for j, tag in enumerate(tags):
+                if tag.startswith("I-") and previous[2:] != tag[2:]:
+                    transitions[i, j] = NEG_INF
+        start[[2, 4]] = NEG_INF
+    scheme = TagScheme(scheme_name, tags)
+    length = 5
+    emissions, mask, lengths = random_batch(3, length, len(tags), generator)
+    spans, rows = [], []
+    for b in range(3):
+        n = int(lengths[b])
+        for s in range(n):
+            for e in range(s + 1, min(n, s + 3) + 1):
+                spans.append(Span(s, e, "PER"))
+                rows.append(b)
+    rows = torch.tensor(rows)
+    lattice = span_log_confidences_lattice(scheme, emissions, mask, transitions, start, end, rows, spans).exp()
+    fast = span_log_confidences(scheme, emissions, mask, transitions, start, end, rows, spans).exp()
+    for k, span in enumerate(spans):
+        b = int(rows[k])
+        expected = brute_span_probability(scheme, emissions[b], int(lengths[b]), transitions, start, end, span)
+        assert lattice[k].item() == pytest.approx(expected, abs=1e-6)
+        assert fast[k].item() == pytest.approx(expected, abs=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_viterbi_spans_have_confidence_in_unit_interval_and_above_path_probability(seed):
+    generator = torch.Generator().manual_seed(100 + seed)
+    tags, transitions, start, end = bioes_setup(generator)
+    scheme = TagScheme("bioes", tags)
+    emissions, mask, lengths = random_batch(4, 6, len(tags), generator)
+    paths, best = viterbi(emissions, mask, transitions, start, end)
+    log_z = log_partition(emissions, mask, transitions, start, end)
+    spans, rows = [], []
+    for b in range(4):
+        for span in scheme.spans([tags[i] for i in paths[b, : int(lengths[b])].tolist()]):
+            spans.append(span)
+            rows.append(b)
+    if not spans:
+        pytest.skip("no entity decoded")
+    rows = torch.tensor(rows)
+    confidence = span_log_confidences(scheme, emissions, mask, transitions, start, end, rows, spans).exp()
+    path_probability = (best - log_z).exp()[rows]
+    assert ((confidence > 0) & (confidence <= 1 + 1e-12)).all()
+    assert (confidence >= path_probability - 1e-12).all()
+
+
+def test_single_token_span_confidence_equals_s_tag_marginal():
+    generator = torch.Generator().manual_seed(5)
+    tags, transitions, start, end = bioes_setup(generator)
+    scheme = TagScheme("bioes", tags)
+    emissions, mask, lengths = random_batch(2, 6, len(tags), generator)
+    probs = marginals(emissions, mask, transitions, start, end)
+    spans = [Span(t, t + 1, "PER") for t in range(int(lengths[0]))]
+    rows = torch.zeros(len(spans), dtype=torch.long)
+    confidence = span_log_confidences(scheme, emissions, mask, transitions, start, end, rows, spans).exp()
+    s_per = tags.index("S-PER")
+    assert torch.allclose(confidence, probs[0, : len(spans), s_per], atol=1e-10)
+
+
+def test_log_partition_gradient_is_finite_with_illegal_transitions_and_empty_lattices():
+    generator = torch.Generator().manual_seed(3)
+    tags, transitions, start, end = bioes_setup(generator)
+    emissions, mask, _ = random_batch(3, 5, len(tags), generator)
+    emissions.requires_grad_(True)
+    allowed = torch.ones_like(emissions, dtype=torch.bool)
+    allowed[1, 2] = False  # nothing allowed at one position: log Z = -inf for row 1
+    log_z = log_partition(emissions, mask, transitions, start, end, allowed=allowed)
+    assert log_z[1] == NEG_INF
+    log_z[torch.isfinite(log_z)].sum().backward()
+    assert torch.isfinite(emissions.grad).all()
+    assert emissions.grad[1].abs().sum() == 0
+
+
+def test_gradient_of_log_partition_is_the_marginals():
+    generator = torch.Generator().manual_seed(11)
+    tags, transitions, start, end = bioes_setup(generator)
+    emissions, mask, _ = random_batch(3, 6, len(tags), generator)
+    emissions.requires_grad_(True)
+    log_partition(emissions, mask, transitions, start, end).sum().backward()
+    assert torch.allclose(emissions.grad, marginals(emissions.detach(), mask, transitions, start, end), atol=1e-9)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_constrained_crf_module_agrees_with_functions_and_never_decodes_illegal_sequences(dtype):
+    tags = ["O", "B-PER", "I-PER", "E-PER", "S-PER"]
+    crf = ConstrainedCRF(tags).to(dtype)
+    generator = torch.Generator().manual_seed(0)
+    emissions = torch.randn(8, 7, len(tags), generator=generator, dtype=dtype) * 5
+    mask = torch.arange(7)[None, :] < torch.tensor([7, 6, 5, 4, 3, 2, 1, 7])[:, None]
+    paths, _ = crf.viterbi(emissions, mask)
+    allowed_trans, allowed_start, allowed_end = bioes_constraints(tags)
+    for path, n in zip(paths.tolist(), mask.sum(1).tolist()):
+        path = path[:n]
+        assert allowed_start[path[0]] and allowed_end[path[-1]]
+        assert all(allowed_trans[a, b] for a, b in zip(path, path[1:]))
+    gold = paths.clone()
+    llh = crf(emissions, gold, mask=mask, reduction="none")
+    expected = sequence_score(emissions, gold, mask, *crf.scores()) - crf.log_partition(emissions, mask)
+    assert torch.allclose(llh, expected, atol=1e-4 if dtype == torch.float32 else 1e-10)
+    assert (llh <= 1e-5).all()
+    llh.sum().backward()
+    raw = crf.parametrizations.transitions.original.grad
+    assert torch.isfinite(raw).all()
+    assert (raw[~allowed_trans] == 0).all()
+    alpha, beta, log_z = crf.forward_backward(emissions, mask)
+    assert torch.allclose(log_z, crf.log_partition(emissions, mask), atol=1e-4)

@@ -1,0 +1,125 @@
+"""End-to-end training on tiny fixtures: outputs, checkpoints, determinism, kill and resume."""
+
+import json
+import signal
+import time
+from pathlib import Path
+import subprocess
+import sys
+import os
+
+import pytest
+import torch
+
+from conftest import ROOT, compose_config, make_tiny_conll, run_script, tiny_train_overrides
+from nerbias.checkpoint import load_checkpoint
+from nerbias.errors import CheckpointError
+from nerbias.tagger import NerTagger
+from nerbias.trainer import run_training
+
+
+def train_in_process(data_dir: Path, output_dir: Path, extra: list[str] = ()) -> dict:
+    cfg = compose_config("train", tiny_train_overrides(data_dir) + [f"paths.output_dir={output_dir}", *extra])
+    return run_training(cfg, output_dir)
+
+
+def test_run_directory_has_metrics_checkpoints_and_predictions(tiny_data_dir, tmp_path):
+    out = tmp_path / "run"
+    metrics = train_in_process(tiny_data_dir, out)
+    saved = json.loads((out / "metrics.json").read_text())["metrics"]
+    assert saved == pytest.approx(metrics)
+    for key in ("dev_f1", "test_f1", "test_f1_PER", "test_f1_LOC", "test_f1_ORG", "test_f1_MISC"):
+        assert 0.0 <= saved[key] <= 1.0
+    for name in ("best.pt", "last.pt"):
+        payload = torch.load(out / "checkpoints" / name, weights_only=True)
+        assert payload["format"] == "nerbias-checkpoint"
+        assert payload["vocab"]["tags"][0] == "O" and "S-PER" in payload["vocab"]["tags"]
+        assert payload["config"]["trainer"]["max_epochs"] == 2  # the resolved config
+    lines = (out / "test_predictions.conll").read_text().split("\n\n")[0].splitlines()
+    assert all(len(line.split()) == 3 for line in lines)  # token gold predicted
+    header = (out / "test_predictions_spans.tsv").read_text().splitlines()[0]
+    assert header.split("\t") == ["sentence", "start", "end", "label", "confidence", "text"]
+
+
+def test_same_seed_same_metrics_and_a_checkpoint_reloads_to_the_same_predictions(tiny_data_dir, tmp_path):
+    first = train_in_process(tiny_data_dir, tmp_path / "a")
+    second = train_in_process(tiny_data_dir, tmp_path / "b")
+    assert first == second
+    tagger = NerTagger.load(tmp_path / "a" / "checkpoints" / "best.pt")
+    again = NerTagger.load(tmp_path / "b" / "checkpoints" / "best.pt")
+    tokens = [["Maria", "visited", "Paris", "."], ["The", "Bank", "of", "Japan", "said", "so", "."]]
+    assert [p.tags for p in tagger.predict(tokens)] == [p.tags for p in again.predict(tokens)]
+
+
+def test_foreign_and_corrupt_checkpoints_are_refused(tmp_path):
+    foreign = tmp_path / "foreign.pt"
+    torch.save({"state_dict": {"w": torch.zeros(2)}}, foreign)
+    with pytest.raises(CheckpointError, match="not a nerbias checkpoint"):
+        load_checkpoint(foreign)
+    corrupt = tmp_path / "corrupt.pt"
+    corrupt.write_bytes(b"not a zip file at all")
+    with pytest.raises(CheckpointError, match="not a nerbias checkpoint"):
+        load_checkpoint(corrupt)
+    with pytest.raises(CheckpointError, match="not found"):
+        load_checkpoint(tmp_path / "missing.pt")
+
+
+class Evil:
+    """Any class: weights_only loading must refuse to construct it."""
+
+
+def test_pickled_objects_are_never_loaded(tmp_path):
+    path = tmp_path / "evil.pt"
+    torch.save({"format": "nerbias-checkpoint", "version": 1, "payload": Evil()}, path)
+    with pytest.raises(CheckpointError):
+        load_checkpoint(path)
+
+
+def test_killed_training_resumes_to_the_same_metrics(tmp_path):
+    data_dir = make_tiny_conll(tmp_path / "data", sizes=(800, 40, 40))
+    args = tiny_train_overrides(data_dir, epochs=4) + ["trainer.patience=10"]
+    reference = run_script("train.py", args + [f"hydra.run.dir={tmp_path / 'reference'}"])
+    assert reference.returncode == 0, reference.stderr[-2000:]
+
+    run_dir = tmp_path / "killed"
+    last = run_dir / "checkpoints" / "last.pt"
+    env = {**os.environ, "WANDB_MODE": "disabled"}
+    process = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args, f"hydra.run.dir={run_dir}"],
+                               cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while not last.exists() and process.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL
+    assert not (run_dir / "metrics.json").exists(), "the run finished before it could be killed"
+    killed_at = torch.load(last, weights_only=True)["trainer_state"]["epoch"]
+    assert killed_at < 3
+
+    resumed = run_script("train.py", args + [f"hydra.run.dir={run_dir}", "trainer.resume=true"])
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "resumed from" in resumed.stderr + resumed.stdout
+    expected = json.loads((tmp_path / "reference" / "metrics.json").read_text())
+    got = json.loads((run_dir / "metrics.json").read_text())
+    assert got["metrics"] == expected["metrics"]
+    assert [h["train_loss"] for h in got["history"]] == [h["train_loss"] for h in expected["history"]]
+
+
+def test_evaluate_cli_scores_a_checkpoint_and_rejects_foreign_files(tiny_data_dir, tmp_path):
+    train_in_process(tiny_data_dir, tmp_path / "run")
+    checkpoint = tmp_path / "run" / "checkpoints" / "best.pt"
+    result = run_script("evaluate.py", [f"tagger.path={checkpoint}", f"paths.data_dir={tiny_data_dir}",
+                                        "corpus.verify_sizes=false", "logger=none", f"hydra.run.dir={tmp_path / 'ev'}"])
+    assert result.returncode == 0, result.stderr[-2000:]
+    metrics = json.loads((tmp_path / "ev" / "metrics.json").read_text())["metrics"]
+    trained = json.loads((tmp_path / "run" / "metrics.json").read_text())["metrics"]
+    assert metrics["test_f1"] == pytest.approx(trained["test_f1"])
+    assert metrics["dev_f1"] == pytest.approx(trained["dev_f1"])
+    assert (tmp_path / "ev" / "dev_predictions.conll").exists()
+
+    foreign = tmp_path / "foreign.pt"
+    torch.save({"weights": torch.ones(1)}, foreign)
+    result = run_script("evaluate.py", [f"tagger.path={foreign}", f"paths.data_dir={tiny_data_dir}",
+                                        "logger=none", f"hydra.run.dir={tmp_path / 'ev2'}"])
+    assert result.returncode == 2
+    assert "not a nerbias checkpoint" in result.stderr + result.stdout
