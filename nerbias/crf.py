@@ -35,8 +35,11 @@ def _logsumexp(scores: Tensor, dim: int) -> Tensor:
     """``torch.logsumexp`` whose gradient stays finite (zero) when a row is all ``-inf``.
 
     torch's own backward computes ``exp(-inf - -inf) = nan`` there; detaching the shift and
-    guarding the log keeps both the value (``-inf``) and the gradient (0) clean.
+    guarding the log keeps both the value (``-inf``) and the gradient (0) clean. Without
+    autograd, torch's fused kernel already returns ``-inf`` and is faster.
     """
+    if not (scores.requires_grad and torch.is_grad_enabled()):
+        return torch.logsumexp(scores, dim=dim)
     shift = scores.detach().amax(dim=dim, keepdim=True)
     shift = torch.where(torch.isfinite(shift), shift, torch.zeros_like(shift))
     total = (scores - shift).exp().sum(dim=dim, keepdim=True)
@@ -272,24 +275,23 @@ def span_log_confidences(
     alpha, beta, log_z = messages or forward_backward(
         emissions, mask, transitions, start_transitions, end_transitions
     )
-    lengths = mask.bool().sum(1)
+    lengths = mask.bool().sum(1).tolist()
     device = emissions.device
-    num_tags = emissions.size(2)
     # Flatten every span into (span, position, tag, previous tag) so one gather does all.
     span_ids, rows, positions, tags, previous = [], [], [], [], []
-    first_rows, first_pos, first_tag, last_pos, last_tag, follow_forbidden = [], [], [], [], [], []
-    for k, span in enumerate(spans):
-        row = int(span_rows[k])
+    first_rows, first_pos, first_tag, last_pos, last_tag = [], [], [], [], []
+    forbid_span, forbid_tag = [], []
+    for k, (row, span) in enumerate(zip(span_rows.tolist(), spans)):
         span_tags = scheme.span_tags(span)
         first_rows.append(row)
         first_pos.append(span.start)
         first_tag.append(span_tags[0])
         last_pos.append(span.end - 1)
         last_tag.append(span_tags[-1])
-        forbid = torch.zeros(num_tags, dtype=torch.bool)
-        if span.end < int(lengths[row]):
-            forbid[scheme.continuation_tags(span.label)] = True
-        follow_forbidden.append(forbid)
+        if span.end < lengths[row]:
+            for tag in scheme.continuation_tags(span.label):
+                forbid_span.append(k)
+                forbid_tag.append(tag)
         for offset in range(1, len(span_tags)):
             span_ids.append(k)
             rows.append(row)
@@ -303,16 +305,19 @@ def span_log_confidences(
         rows_t, positions_t, tags_t = as_index(rows), as_index(positions), as_index(tags)
         inner = transitions[as_index(previous), tags_t] + emissions[rows_t, positions_t, tags_t]
         score = score.index_add(0, as_index(span_ids), inner)
-    forbidden = torch.stack(follow_forbidden).to(device)
+    tail = beta[first_rows_t, last_pos_t, last_tag_t]
+    forbidden = torch.zeros(len(spans), emissions.size(2), dtype=torch.bool, device=device)
+    if forbid_span:
+        forbidden[as_index(forbid_span), as_index(forbid_tag)] = True
+        # Continuation tags that are already illegal after the span's last tag change nothing.
+        forbidden &= torch.isfinite(transitions[last_tag_t])
     if forbidden.any():
         # beta at the span's last tag, recomputed with the continuation tags removed.
         next_pos = (last_pos_t + 1).clamp(max=emissions.size(1) - 1)
         following = emissions[first_rows_t, next_pos] + beta[first_rows_t, next_pos]
         following = following.masked_fill(forbidden, float("-inf"))
         restricted = _logsumexp(transitions[last_tag_t] + following, dim=1)
-        tail = torch.where(forbidden.any(1), restricted, beta[first_rows_t, last_pos_t, last_tag_t])
-    else:
-        tail = beta[first_rows_t, last_pos_t, last_tag_t]
+        tail = torch.where(forbidden.any(1), restricted, tail)
     return score + tail - log_z[first_rows_t]
 
 

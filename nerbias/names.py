@@ -1,0 +1,115 @@
+"""Name lists: which first names to place in the bias corpora, and the demographic group of each.
+
+A name list is a UTF-8 CSV file with a header row. Columns ``name`` and ``group`` are required,
+``race`` and ``gender`` optional; other columns are ignored. Every listed field must be non-empty.
+The reference name with no informative embedding (the paper's "OOV Name") is the row whose group
+is ``OOV``; at most one such row.
+
+The packaged default, ``resources/names_mishra2020.csv``, is Table 1 of Mishra et al. (2020),
+"Assessing Demographic Bias in Named Entity Recognition": 121 names in 8 groups (Black Female has
+16 names, the other groups 15) plus the OOV name ``Syedtiastephen``. The paper's text says "123
+names", but its Table 1 and its own "15 names (and one with 16)" both give 121; we ship the table.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nerbias.errors import DataFormatError, NerbiasError
+
+OOV_GROUP = "OOV"
+REQUIRED_COLUMNS = ("name", "group")
+OPTIONAL_COLUMNS = ("race", "gender")
+DEFAULT_NAMES_PATH = Path(__file__).resolve().parent / "resources" / "names_mishra2020.csv"
+
+
+@dataclass(frozen=True)
+class NameList:
+    """Names in file order (OOV name included) with their group and, when listed, race and gender."""
+
+    names: list[str]
+    group_of: dict[str, str]
+    oov: str | None = None
+    race_of: dict[str, str] = field(default_factory=dict)  # empty when the file has no race column
+    gender_of: dict[str, str] = field(default_factory=dict)  # empty when the file has no gender column
+
+    def groups(self) -> list[str]:
+        """Group names in order of first appearance, without the OOV group."""
+        return [group for group in dict.fromkeys(self.group_of[name] for name in self.names) if group != OOV_GROUP]
+
+    def in_group(self, group: str) -> list[str]:
+        """The names of ``group`` in file order; an unknown group is an error (it is usually a typo)."""
+        members = [name for name in self.names if self.group_of[name] == group]
+        if not members:
+            raise NerbiasError(f"no names in group {group!r}; groups are {self.groups()}")
+        return members
+
+
+def load_names(path: str | Path | None = None) -> NameList:
+    """Read a name list; ``None`` reads the packaged Mishra et al. (2020) Table 1 list."""
+    path = Path(path) if path is not None else DEFAULT_NAMES_PATH
+    if not path.is_file():
+        raise DataFormatError(path, "names file not found")
+    try:
+        text = path.read_bytes().decode("utf-8-sig")  # -sig: tolerate the BOM spreadsheet programs write
+    except UnicodeDecodeError as error:
+        raise DataFormatError(path, f"not valid UTF-8 ({error.reason} at byte {error.start})") from None
+    if not text.strip():
+        raise DataFormatError(path, "file is empty")
+
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header: list[str] | None = None
+    for row in reader:
+        if any(cell.strip() for cell in row):
+            header = [cell.strip().lower() for cell in row]
+            break
+    assert header is not None  # the text is not blank, so some row has content
+    header_line = reader.line_num
+    missing = [column for column in REQUIRED_COLUMNS if column not in header]
+    if missing:
+        raise DataFormatError(path, f"missing columns {missing} in header {header} (need name,group)", header_line)
+    duplicated = sorted({column for column in header if column and header.count(column) > 1})
+    if duplicated:
+        raise DataFormatError(path, f"duplicate columns {duplicated} in header", header_line)
+    used = {column: header.index(column) for column in REQUIRED_COLUMNS + OPTIONAL_COLUMNS if column in header}
+
+    names: list[str] = []
+    group_of: dict[str, str] = {}
+    race_of: dict[str, str] = {}
+    gender_of: dict[str, str] = {}
+    first_line_of: dict[str, int] = {}  # lower-cased name -> line, for duplicate reports
+    oov: str | None = None
+    for row in reader:
+        line = reader.line_num
+        if not any(cell.strip() for cell in row):
+            continue
+        if len(row) != len(header):
+            raise DataFormatError(path, f"expected {len(header)} fields, found {len(row)}: {row}", line)
+        values = {column: row[position].strip() for column, position in used.items()}
+        empty = [column for column, value in values.items() if not value]
+        if empty:
+            raise DataFormatError(path, f"empty field(s) {empty}", line)
+        name, group = values["name"], values["group"]
+        if len(name.split()) != 1:
+            raise DataFormatError(path, f"name {name!r} must be a single word (corpora place it as one token)", line)
+        # Case-insensitive: lower-cased corpora would otherwise contain two identical names.
+        if name.lower() in first_line_of:
+            raise DataFormatError(path, f"duplicate name {name!r} (first listed on line {first_line_of[name.lower()]})",
+                                  line)
+        if group == OOV_GROUP:
+            if oov is not None:
+                raise DataFormatError(path, f"second {OOV_GROUP} name {name!r} (already have {oov!r})", line)
+            oov = name
+        first_line_of[name.lower()] = line
+        names.append(name)
+        group_of[name] = group
+        if "race" in values:
+            race_of[name] = values["race"]
+        if "gender" in values:
+            gender_of[name] = values["gender"]
+    if not names:
+        raise DataFormatError(path, "no names listed")
+    return NameList(names=names, group_of=group_of, oov=oov, race_of=race_of, gender_of=gender_of)
