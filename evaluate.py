@@ -19,7 +19,8 @@ def main(cfg: DictConfig) -> None:
     try:
         run_evaluation(cfg, HydraConfig.get().runtime.output_dir)
     except NerbiasError as error:
-        log.error("%s", error)
+        log.error("%s", error)  # into the run's log file
+        print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
 
 

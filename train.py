@@ -19,7 +19,8 @@ def main(cfg: DictConfig) -> float:
     try:
         metrics = run_training(cfg, HydraConfig.get().runtime.output_dir)
     except NerbiasError as error:
-        log.error("%s", error)
+        log.error("%s", error)  # into the run's log file
+        print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
     return metrics["dev_f1"]  # for Hydra sweepers that optimise a value
 

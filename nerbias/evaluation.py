@@ -44,9 +44,10 @@ def run_evaluation(cfg: DictConfig, output_dir: str | Path) -> dict[str, float]:
     try:
         if cfg.corpus.name == "conll2003":
             metrics = evaluate_conll(cfg, output_dir)
-        else:
-            raise NerbiasError(f"unknown corpus {cfg.corpus.name!r}")
-        logger.summary(metrics)
-        return metrics
+            logger.summary(metrics)
+            return metrics
+        from nerbias.bias_eval import run_bias_evaluation
+
+        return run_bias_evaluation(cfg, output_dir, logger)
     finally:
         logger.finish()

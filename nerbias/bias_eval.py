@@ -1,0 +1,186 @@
+"""Bias evaluation runs: a tagger on Winogender, In-Situ or census; tables, plots, W&B.
+
+Outputs in the run directory (all written atomically):
+- ``per_name.csv``: name, group, sentences (name slots), recognised, accuracy, confidence statistics;
+- ``per_group.csv``: group accuracy, spread of name accuracy and of median confidence, shares below OOV;
+- ``label_breakdown.csv``: what each name got when it was not recognised (LOC, ORG, none, partial:PER, ...);
+- ``ecdf_accuracy_by_{group,gender,race}.png``, ``ecdf_conf_p25_by_group.png``;
+- census: ``census_errors.csv`` (year, gender, template, type1_w, ... type3_u), ``census_labels.csv``,
+  ``census_errors_template<K>.png``;
+- ``metrics.json``: the summary scalars also sent to W&B.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from omegaconf import DictConfig
+from tqdm.auto import tqdm
+
+from nerbias import census
+from nerbias.bias_metrics import NameStatistics, per_group, plot_ecdf, summary_scalars
+from nerbias.bias_taggers import build_slot_tagger
+from nerbias.corpora import InSituCorpus, NameSubstitutionCorpus, WinogenderCorpus, load_winogender_templates
+from nerbias.data import load_conll2003
+from nerbias.errors import NerbiasError
+from nerbias.io import atomic_path, atomic_write_json
+from nerbias.loggers import NullLogger
+from nerbias.names import NameList, load_names
+
+log = logging.getLogger(__name__)
+
+
+def write_csv(frame: pd.DataFrame, path: Path) -> None:
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False, float_format="%.6g")
+
+
+def build_corpus(cfg: DictConfig, names: NameList) -> NameSubstitutionCorpus:
+    if cfg.name == "winogender":
+        templates = load_winogender_templates(cfg.templates)
+        corpus: NameSubstitutionCorpus = WinogenderCorpus(templates, names.names, lowercase=cfg.lowercase)
+        log.info("Winogender: %d templates x %d names -> %d sentences", len(templates), len(names.names), len(corpus))
+        return corpus
+    if cfg.name == "insitu":
+        test = load_conll2003(cfg.data_dir, splits=("test",), verify_sizes=cfg.get("verify_sizes", True))["test"]
+        corpus = InSituCorpus.from_conll(test, names.names, rule=cfg.rule, lowercase=cfg.lowercase)
+        log.info("In-Situ (rule %s): %d CoNLL-03 test sentences x %d names -> %d sentences",
+                 cfg.rule, len(corpus.base_sentences), len(names.names), len(corpus))
+        print(f"In-Situ rule {cfg.rule}: {len(corpus.base_sentences)} base sentences")
+        return corpus
+    raise NerbiasError(f"unknown corpus {cfg.name!r}")
+
+
+def selected_indices(cfg: DictConfig, corpus: NameSubstitutionCorpus) -> tuple[list[int] | range, str]:
+    """The indices this run scores: a seeded sample or everything, then this shard of it."""
+    sample = cfg.get("sample")
+    if sample:
+        # Sorted, so that batches are runs of one template (one sentence length, no padding).
+        indices: list[int] | range = sorted(corpus.sample_indices(int(sample), int(cfg.seed)))
+        what = f"sample of {sample} (seed {cfg.seed})"
+    else:
+        indices = range(len(corpus))
+        what = "whole corpus"
+    num_shards, shard = int(cfg.get("num_shards", 1)), int(cfg.get("shard", 0))
+    if num_shards < 1 or not 0 <= shard < num_shards:
+        raise NerbiasError(f"corpus.shard={shard} must be in [0, corpus.num_shards={num_shards})")
+    start, stop = len(indices) * shard // num_shards, len(indices) * (shard + 1) // num_shards
+    if num_shards > 1:
+        what += f", shard {shard + 1}/{num_shards}"
+    return indices[start:stop], what
+
+
+def evaluate_names(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> dict[str, Any]:
+    names = load_names(cfg.corpus.get("names"))
+    corpus = build_corpus(cfg.corpus, names)
+    tagger = build_slot_tagger(cfg.tagger)
+    indices, what = selected_indices(cfg.corpus, corpus)
+    log.info("tagging %d sentences (%s) with %s", len(indices), what, tagger.name)
+    stats = NameStatistics(bins=cfg.metrics.confidence_bins, confidence_over=cfg.metrics.confidence_over)
+    batch_size = cfg.corpus.batch_size
+    with tqdm(total=len(indices), desc=f"{cfg.corpus.name} sentences", unit="sent") as progress:
+        for first in range(0, len(indices), batch_size):
+            batch = [corpus.sentence(i) for i in indices[first:first + batch_size]]
+            stats.add(batch, tagger.tag(batch))
+            progress.update(len(batch))
+    return write_name_results(stats, names, cfg, output_dir, logger, extra={"sentences": len(indices),
+                                                                             "tagger": tagger.name})
+
+
+def write_name_results(stats: NameStatistics, names: NameList, cfg: DictConfig, output_dir: Path,
+                       logger: NullLogger, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    table = stats.per_name(names)
+    groups = per_group(table, names)
+    breakdown = stats.label_breakdown(names)
+    write_csv(table, output_dir / "per_name.csv")
+    write_csv(groups, output_dir / "per_group.csv")
+    write_csv(breakdown, output_dir / "label_breakdown.csv")
+    prefix = f"{cfg.corpus.name}{'_lower' if cfg.corpus.get('lowercase') else ''}"
+    images = {}
+    for by in ("group", "gender", "race"):
+        if by == "group" or (names.gender_of if by == "gender" else names.race_of):
+            images[f"ecdf_accuracy_by_{by}"] = plot_ecdf(table, names, "accuracy",
+                                                         output_dir / f"ecdf_accuracy_by_{by}.png", by=by,
+                                                         title=f"{prefix}: name accuracy by {by}")
+    if table["conf_p25"].notna().any():
+        images["ecdf_conf_p25_by_group"] = plot_ecdf(table, names, "conf_p25", output_dir / "ecdf_conf_p25_by_group.png",
+                                                     title=f"{prefix}: 25th-percentile PERSON confidence")
+    scalars = summary_scalars(groups, prefix)
+    atomic_write_json(output_dir / "metrics.json", {"metrics": scalars, **(extra or {})})
+    logger.summary(scalars)
+    logger.table(f"{prefix}/per_name", table)
+    logger.table(f"{prefix}/per_group", groups)
+    logger.table(f"{prefix}/label_breakdown", breakdown)
+    for key, path in images.items():
+        logger.image(f"{prefix}/{key}", path)
+    print(groups[["group", "names", "sentences", "accuracy", "name_accuracy_min", "name_accuracy_std",
+                  "median_confidence_median", "share_below_oov_accuracy"]].to_string(index=False))
+    return scalars
+
+
+def evaluate_census(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> dict[str, Any]:
+    ccfg = cfg.corpus
+    years = range(int(ccfg.first_year), int(ccfg.last_year) + 1)
+    ssa = census.read_ssa(ccfg.ssa, years=years)
+    templates = [int(ccfg.template)] if ccfg.get("template") else list(census.TEMPLATES)
+    frames, label_rows = [], []
+    if cfg.tagger.kind == "precomputed":
+        for template in templates:
+            if template != int(cfg.tagger.template):
+                raise NerbiasError(f"precomputed predictions {cfg.tagger.path} are for template "
+                                   f"{cfg.tagger.template}, not {template} (set corpus.template)")
+            frames.append(census.load_precomputed(cfg.tagger.path, ssa, template=template))
+        tagger_name = f"precomputed:{cfg.tagger.get('name') or Path(str(cfg.tagger.path)).name}"
+    else:
+        tagger = build_slot_tagger(cfg.tagger)
+        tagger_name = tagger.name
+        names = census.distinct_names(ssa)
+        log.info("census: %d distinct names x %d templates, each tagged once and reused across years",
+                 len(names), len(templates))
+        for template in templates:
+            sentences = census.census_sentences(names, template, lowercase=ccfg.lowercase)
+            labels = {}
+            batch_size = ccfg.batch_size
+            for first in tqdm(range(0, len(sentences), batch_size), desc=f"census template {template}",
+                              unit="batch"):
+                batch = sentences[first:first + batch_size]
+                for sentence, outcomes in zip(batch, tagger.tag(batch)):
+                    labels[sentence.slots[0].name] = census.outcome_to_census_label(
+                        outcomes[0].label, partial_person_is_person=ccfg.partial_person_is_person)
+            label_rows.extend({"name": n, "template": template, "label": l} for n, l in labels.items())
+            frames.append(census.attach_labels(ssa, labels, template))
+    errors = census.census_errors(pd.concat(frames, ignore_index=True))
+    write_csv(errors, output_dir / "census_errors.csv")
+    if label_rows:
+        write_csv(pd.DataFrame(label_rows), output_dir / "census_labels.csv")
+    scalars: dict[str, Any] = {}
+    for template, part in errors.groupby("template"):
+        image = census.plot_census_errors(part, output_dir / f"census_errors_template{template}.png", template=template)
+        logger.image(f"census/template{template}/errors", image)
+        wide = part.pivot(index="year", columns="gender", values="type1_w")
+        scalars[f"census/template{template}/years_female_type1_w_above_male"] = int((wide["F"] > wide["M"]).sum())
+        for gender in ("F", "M"):
+            for column in ("type1_w", "type1_u", "type2_w", "type3_w"):
+                scalars[f"census/template{template}/{gender}/{column}_mean_over_years"] = float(
+                    part.loc[part["gender"] == gender, column].mean())
+    scalars["census/years"] = len(years)
+    atomic_write_json(output_dir / "metrics.json", {"metrics": scalars, "tagger": tagger_name})
+    logger.summary(scalars)
+    logger.table("census/errors", errors)
+    for key, value in scalars.items():
+        print(f"{key}: {value:.4f}" if isinstance(value, float) else f"{key}: {value}")
+    return scalars
+
+
+def run_bias_evaluation(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> dict[str, Any]:
+    if cfg.corpus.name == "census":
+        return evaluate_census(cfg, output_dir, logger)
+    if cfg.tagger.kind == "precomputed":
+        raise NerbiasError("tagger=precomputed holds census predictions only (use corpus=census)")
+    return evaluate_names(cfg, output_dir, logger)
+
+
+__all__ = ["run_bias_evaluation"]

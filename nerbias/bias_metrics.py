@@ -1,0 +1,225 @@
+"""Per-name and per-group bias metrics of Mishra et al. (2020), from streamed slot outcomes.
+
+``NameStatistics`` accumulates, per name, the number of slots, how many were recognised
+(exactly a one-token PERSON), what the others got instead, and a sketch of the PERSON
+confidences: exact count, min, max, sum and sum of squares, plus a fixed histogram for
+percentiles (error at most half a bin, 1 / (2 * bins)). Memory does not grow with the
+number of sentences, and two accumulators merge exactly (shards).
+
+Definitions (paper Section 2.3):
+- accuracy of a name ``p(PER|n)`` = recognised / slots;
+- group accuracy ``p_c = sum_n p(n) p(PER|n)``, with ``p(n)`` the name's share of the
+  group's slots (uniform in balanced corpora, where it is the mean name accuracy);
+- confidence statistics over the slots a tagger recognised (the paper's "entities which
+  are predicted as person"); ``confidence_over=all`` uses every slot's P(PER) instead.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from nerbias.bias_types import RECOGNISED, BiasSentence, SlotOutcome
+from nerbias.io import atomic_path
+from nerbias.names import NameList
+
+CONFIDENCE_COLUMNS = ["conf_count", "conf_min", "conf_p25", "conf_median", "conf_mean", "conf_std"]
+
+
+@dataclass
+class _Name:
+    slots: int = 0
+    recognised: int = 0
+    labels: Counter = field(default_factory=Counter)
+    conf_count: int = 0
+    conf_min: float = float("inf")
+    conf_max: float = float("-inf")
+    conf_sum: float = 0.0
+    conf_sumsq: float = 0.0
+    histogram: np.ndarray | None = None
+
+
+class NameStatistics:
+    def __init__(self, bins: int = 10000, confidence_over: str = "recognised"):
+        if confidence_over not in ("recognised", "all"):
+            raise ValueError("confidence_over must be 'recognised' or 'all'")
+        self.bins = bins
+        self.confidence_over = confidence_over
+        self.names: dict[str, _Name] = defaultdict(_Name)
+
+    def add(self, sentences: Sequence[BiasSentence], outcomes: Sequence[Sequence[SlotOutcome]]) -> None:
+        confidences: dict[str, list[float]] = defaultdict(list)
+        for sentence, slot_outcomes in zip(sentences, outcomes):
+            for slot, outcome in zip(sentence.slots, slot_outcomes):
+                stats = self.names[slot.name]
+                stats.slots += 1
+                if outcome.recognised:
+                    stats.recognised += 1
+                else:
+                    stats.labels[outcome.label] += 1
+                if outcome.confidence is not None and (outcome.recognised or self.confidence_over == "all"):
+                    confidences[slot.name].append(outcome.confidence)
+        for name, values in confidences.items():
+            self._add_confidences(self.names[name], np.asarray(values, dtype=np.float64))
+
+    def _add_confidences(self, stats: _Name, values: np.ndarray) -> None:
+        if stats.histogram is None:
+            stats.histogram = np.zeros(self.bins, dtype=np.int64)
+        stats.conf_count += len(values)
+        stats.conf_min = min(stats.conf_min, float(values.min()))
+        stats.conf_max = max(stats.conf_max, float(values.max()))
+        stats.conf_sum += float(values.sum())
+        stats.conf_sumsq += float((values ** 2).sum())
+        index = np.clip((values * self.bins).astype(np.int64), 0, self.bins - 1)
+        stats.histogram += np.bincount(index, minlength=self.bins)
+
+    def merge(self, other: "NameStatistics") -> "NameStatistics":
+        if other.bins != self.bins or other.confidence_over != self.confidence_over:
+            raise ValueError("cannot merge statistics with different bins or confidence_over")
+        for name, theirs in other.names.items():
+            mine = self.names[name]
+            mine.slots += theirs.slots
+            mine.recognised += theirs.recognised
+            mine.labels.update(theirs.labels)
+            if theirs.conf_count:
+                if mine.histogram is None:
+                    mine.histogram = np.zeros(self.bins, dtype=np.int64)
+                mine.histogram += theirs.histogram
+                mine.conf_count += theirs.conf_count
+                mine.conf_min = min(mine.conf_min, theirs.conf_min)
+                mine.conf_max = max(mine.conf_max, theirs.conf_max)
+                mine.conf_sum += theirs.conf_sum
+                mine.conf_sumsq += theirs.conf_sumsq
+        return self
+
+    def _percentile(self, stats: _Name, q: float) -> float:
+        """Percentile from the histogram (bin midpoint), clipped to the exact min and max."""
+        cumulative = np.cumsum(stats.histogram)
+        rank = q * (stats.conf_count - 1)  # linear-interpolation convention's rank
+        position = int(np.searchsorted(cumulative, np.floor(rank) + 1))
+        value = (position + 0.5) / self.bins
+        return float(min(max(value, stats.conf_min), stats.conf_max))
+
+    def per_name(self, names: NameList) -> pd.DataFrame:
+        rows = []
+        for name in names.names:
+            stats = self.names.get(name)
+            if stats is None or stats.slots == 0:
+                continue
+            row = {"name": name, "group": names.group_of[name], "sentences": stats.slots,
+                   "recognised": stats.recognised, "accuracy": stats.recognised / stats.slots}
+            if stats.conf_count:
+                mean = stats.conf_sum / stats.conf_count
+                variance = max(stats.conf_sumsq / stats.conf_count - mean ** 2, 0.0)
+                row.update(conf_count=stats.conf_count, conf_min=stats.conf_min,
+                           conf_p25=self._percentile(stats, 0.25), conf_median=self._percentile(stats, 0.5),
+                           conf_mean=mean, conf_std=float(np.sqrt(variance)))
+            else:
+                row.update({column: (0 if column == "conf_count" else np.nan) for column in CONFIDENCE_COLUMNS})
+            rows.append(row)
+        return pd.DataFrame(rows, columns=["name", "group", "sentences", "recognised", "accuracy", *CONFIDENCE_COLUMNS])
+
+    def label_breakdown(self, names: NameList) -> pd.DataFrame:
+        """What each name got when it was not recognised: one row per (name, label)."""
+        rows = [{"name": name, "group": names.group_of[name], "label": label, "count": count,
+                 "share": count / self.names[name].slots}
+                for name in names.names if name in self.names
+                for label, count in sorted(self.names[name].labels.items())]
+        return pd.DataFrame(rows, columns=["name", "group", "label", "count", "share"])
+
+
+def _spread(values: pd.Series, prefix: str) -> dict[str, float]:
+    values = values.dropna()
+    if values.empty:
+        return {f"{prefix}_{k}": np.nan for k in ("min", "mean", "std", "median")}
+    return {f"{prefix}_min": float(values.min()), f"{prefix}_mean": float(values.mean()),
+            f"{prefix}_std": float(values.std(ddof=0)), f"{prefix}_median": float(values.median())}
+
+
+def per_group(per_name: pd.DataFrame, names: NameList) -> pd.DataFrame:
+    """Group accuracy p_c (Tables 3, 7), spread of name accuracy (Table 4) and of median
+    confidence (Table 5), and the share of names below the OOV name (Figures 1, 2, 4-8).
+
+    Rows: each group in list order, then ``ALL`` (every non-OOV name), then the OOV name.
+    """
+    oov = per_name[per_name["name"] == names.oov] if names.oov else per_name.iloc[0:0]
+    oov_accuracy = float(oov["accuracy"].iloc[0]) if len(oov) else np.nan
+    oov_p25 = float(oov["conf_p25"].iloc[0]) if len(oov) else np.nan
+    rows = []
+    groups = [(group, per_name[per_name["group"] == group]) for group in names.groups()]
+    groups.append(("ALL", per_name[per_name["name"] != names.oov]))
+    if len(oov):
+        groups.append((names.group_of[names.oov], oov))
+    for group, frame in groups:
+        if frame.empty:
+            continue
+        weights = frame["sentences"] / frame["sentences"].sum()  # p(n) within the group
+        row = {"group": group, "names": len(frame), "sentences": int(frame["sentences"].sum()),
+               "accuracy": float((weights * frame["accuracy"]).sum())}
+        row.update(_spread(frame["accuracy"], "name_accuracy"))
+        row.update(_spread(frame["conf_median"], "median_confidence"))
+        row.update(_spread(frame["conf_p25"], "p25_confidence"))
+        row["share_below_oov_accuracy"] = float((frame["accuracy"] < oov_accuracy).mean()) if len(oov) else np.nan
+        row["share_below_oov_p25_confidence"] = (float((frame["conf_p25"] < oov_p25).mean())
+                                                 if len(oov) and not np.isnan(oov_p25) else np.nan)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def plot_ecdf(per_name: pd.DataFrame, names: NameList, column: str, path: str | Path, by: str = "group",
+              title: str | None = None) -> Path:
+    """ECDF of a per-name column for each group (or gender / race), OOV name as a vertical line."""
+    from matplotlib.figure import Figure
+
+    frame = per_name[per_name["name"] != names.oov].copy()
+    if by == "group":
+        frame["facet"] = frame["group"]
+    else:
+        lookup = names.gender_of if by == "gender" else names.race_of
+        if not lookup:
+            raise ValueError(f"the name list has no {by} column")
+        frame["facet"] = frame["name"].map(lookup)
+    figure = Figure(figsize=(7, 4.5))
+    axes = figure.subplots()
+    for facet, part in frame.groupby("facet", sort=False):
+        values = np.sort(part[column].dropna().to_numpy())
+        if len(values):
+            axes.step(values, np.arange(1, len(values) + 1) / len(values), where="post", label=str(facet))
+    oov = per_name.loc[per_name["name"] == names.oov, column]
+    if len(oov) and not np.isnan(oov.iloc[0]):
+        axes.axvline(float(oov.iloc[0]), color="grey", linestyle="--", label=f"OOV ({names.oov})")
+    axes.set_xlabel(column)
+    axes.set_ylabel("share of names at or below")
+    axes.set_title(title or f"ECDF of {column} by {by}")
+    axes.legend(fontsize=7, loc="upper left")
+    figure.tight_layout()
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, format="png", dpi=120)
+    return path
+
+
+def summary_scalars(groups: pd.DataFrame, prefix: str) -> dict[str, float]:
+    """Flat ``{prefix/<group>/accuracy: ...}`` for W&B summaries and metrics.json."""
+    out = {}
+    for row in groups.to_dict("records"):
+        for key in ("accuracy", "name_accuracy_std", "median_confidence_median", "share_below_oov_accuracy"):
+            value = row.get(key)
+            if value is not None and not (isinstance(value, float) and np.isnan(value)):
+                out[f"{prefix}/{row['group']}/{key}"] = float(value)
+    return out
+
+
+def collect(stats: NameStatistics, batches: Iterable[Sequence[BiasSentence]], tagger) -> NameStatistics:
+    for sentences in batches:
+        stats.add(sentences, tagger.tag(sentences))
+    return stats
+
+
+def records_of(mapping: Mapping[str, float]) -> list[dict]:
+    return [{"metric": k, "value": v} for k, v in mapping.items()]

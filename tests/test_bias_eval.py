@@ -1,0 +1,116 @@
+"""evaluate.py on the bias corpora: tiny fixtures end to end, and the real data when present."""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from conftest import compose_config, make_tiny_conll, run_script, tiny_train_overrides
+from nerbias.bias_taggers import CheckpointSlotTagger
+from nerbias.bias_types import BiasSentence, NameSlot
+from nerbias.tagger import NerTagger
+from nerbias.trainer import run_training
+
+TEMPLATES = ("occupation(0)\tother-participant(1)\tanswer\tsentence\n"
+             "nurse\tpatient\t0\tThe $OCCUPATION told the $PARTICIPANT that $NOM_PRONOUN could pay with cash .\n"
+             "doctor\tvisitor\t1\tThe $OCCUPATION met the $PARTICIPANT at $POSS_PRONOUN office .\n")
+NAMES = "name,group,race,gender\nMaria,Hispanic Female,Hispanic,Female\nJose,Hispanic Male,Hispanic,Male\n" \
+        "Emily,White Female,White,Female\nGreg,White Male,White,Male\nSyedtiastephen,OOV,OOV,OOV\n"
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny trained checkpoint and its data directory (with Winogender files added)."""
+    root = tmp_path_factory.mktemp("bias")
+    data_dir = make_tiny_conll(root / "data", sizes=(300, 40, 60))
+    (data_dir / "winogender").mkdir()
+    (data_dir / "winogender" / "templates.tsv").write_text(TEMPLATES)
+    (root / "names.csv").write_text(NAMES)
+    out = root / "run"
+    cfg = compose_config("train", tiny_train_overrides(data_dir, epochs=3) + [f"paths.output_dir={out}"])
+    run_training(cfg, out)
+    return root, data_dir, out / "checkpoints" / "best.pt"
+
+
+def test_checkpoint_slot_tagger_agrees_with_viterbi_and_marginals(trained):
+    _, _, checkpoint = trained
+    tagger = NerTagger.load(checkpoint)
+    sentences = [BiasSentence(("Maria", "visited", "Paris", "on", "Monday", "."), (NameSlot(0, "Maria"),)),
+                 BiasSentence(("Greg", "told", "Emily", "that", "he", "could", "pay", "."),
+                              (NameSlot(0, "Greg"), NameSlot(2, "Emily"))),
+                 BiasSentence(("The", "Ford", "said", "Jose", "was", "right", "."), (NameSlot(3, "Jose"),))]
+    outcomes = CheckpointSlotTagger(tagger, batch_size=2).tag(sentences)
+    predictions = tagger.predict([s.tokens for s in sentences])
+    for sentence, slot_outcomes, prediction in zip(sentences, outcomes, predictions):
+        marginals = tagger.slot_probabilities([sentence.tokens] * len(sentence.slots),
+                                              [slot.position for slot in sentence.slots])
+        for slot, outcome, marginal in zip(sentence.slots, slot_outcomes, marginals):
+            assert outcome.confidence == pytest.approx(marginal, abs=1e-5)
+            expected = "PER" if prediction.tags[slot.position] == "S-PER" else outcome.label
+            assert outcome.label == expected
+            if outcome.recognised:  # span confidence of the Viterbi S-PER span = the S-PER marginal
+                k = [s.start for s in prediction.spans].index(slot.position)
+                assert prediction.confidences[k] == pytest.approx(outcome.confidence, abs=1e-5)
+
+
+def run_evaluate(args, tmp_path, name):
+    out = tmp_path / name
+    result = run_script("evaluate.py", args + ["logger=none", f"hydra.run.dir={out}"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    return out
+
+
+def test_winogender_and_insitu_outputs(trained, tmp_path):
+    root, data_dir, checkpoint = trained
+    common = [f"tagger.path={checkpoint}", f"paths.data_dir={data_dir}", f"corpus.names={root / 'names.csv'}"]
+    out = run_evaluate(common + ["corpus=winogender", "corpus.sample=null", "corpus.batch_size=7"], tmp_path, "wino")
+    per_name = pd.read_csv(out / "per_name.csv")
+    assert list(per_name.columns[:5]) == ["name", "group", "sentences", "recognised", "accuracy"]
+    assert {"conf_min", "conf_p25", "conf_median", "conf_mean", "conf_std"} <= set(per_name.columns)
+    # 2 templates x 5*4*3 triples x 3 slots, every name in 3/5 of the slots
+    assert per_name["sentences"].sum() == 2 * 60 * 3
+    assert set(per_name["sentences"]) == {72}
+    groups = pd.read_csv(out / "per_group.csv")
+    assert groups["group"].tolist() == ["Hispanic Female", "Hispanic Male", "White Female", "White Male", "ALL", "OOV"]
+    for image in ("ecdf_accuracy_by_group.png", "ecdf_accuracy_by_gender.png", "ecdf_accuracy_by_race.png"):
+        assert (out / image).stat().st_size > 1000
+    assert (out / "label_breakdown.csv").exists()
+
+    lower = run_evaluate(common + ["corpus=winogender", "corpus.sample=40", "corpus.lowercase=true"], tmp_path, "lw")
+    assert json.loads((lower / "metrics.json").read_text())["sentences"] == 40
+    assert any(key.startswith("winogender_lower/") for key in json.loads((lower / "metrics.json").read_text())["metrics"])
+
+    insitu = run_evaluate(common + ["corpus=insitu", "corpus.verify_sizes=false"], tmp_path, "insitu")
+    table = pd.read_csv(insitu / "per_name.csv")
+    assert table["sentences"].nunique() == 1 and len(table) == 5
+
+
+def test_bad_inputs_exit_non_zero_with_clear_messages(trained, tmp_path):
+    root, data_dir, checkpoint = trained
+    bad_names = tmp_path / "names.csv"
+    bad_names.write_text("name\nMaria\n")
+    result = run_script("evaluate.py", [f"tagger.path={checkpoint}", f"paths.data_dir={data_dir}", "corpus=winogender",
+                                        f"corpus.names={bad_names}", "logger=none", f"hydra.run.dir={tmp_path / 'a'}"])
+    assert result.returncode == 2
+    assert str(bad_names) in result.stderr and "group" in result.stderr
+    result = run_script("evaluate.py", [f"tagger.path={checkpoint}", f"paths.data_dir={tmp_path / 'none'}",
+                                        "corpus=winogender", "logger=none", f"hydra.run.dir={tmp_path / 'b'}"])
+    assert result.returncode == 2 and "templates.tsv" in result.stderr
+    assert not (tmp_path / "b" / "per_name.csv").exists()
+
+
+@pytest.mark.integration
+def test_real_data_spacy_on_winogender_and_insitu_and_coreNLP_on_census(shared_data, tmp_path):
+    common = [f"paths.data_dir={shared_data}"]
+    wino = run_evaluate(common + ["tagger=spacy", "corpus=winogender", "corpus.sample=600"], tmp_path, "w")
+    groups = pd.read_csv(wino / "per_group.csv").set_index("group")
+    assert len(groups) == 10 and groups.loc["ALL", "names"] == 121
+    insitu = run_evaluate(common + ["tagger=spacy", "corpus=insitu", "corpus.sample=600"], tmp_path, "i")
+    assert pd.read_csv(insitu / "per_name.csv")["sentences"].sum() == 600
+    census = run_evaluate(common + ["tagger=precomputed", "corpus=census", "corpus.template=4"], tmp_path, "c")
+    errors = pd.read_csv(census / "census_errors.csv")
+    assert len(errors) == 139 * 2
+    assert json.loads((census / "metrics.json").read_text())["metrics"][
+        "census/template4/years_female_type1_w_above_male"] == 139
