@@ -12,9 +12,10 @@ Outputs in the run directory (all written atomically):
 
 from __future__ import annotations
 
+import itertools
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pandas as pd
 from omegaconf import DictConfig
@@ -54,39 +55,53 @@ def build_corpus(cfg: DictConfig, names: NameList) -> NameSubstitutionCorpus:
     raise NerbiasError(f"unknown corpus {cfg.name!r}")
 
 
-def selected_indices(cfg: DictConfig, corpus: NameSubstitutionCorpus) -> tuple[list[int] | range, str]:
-    """The indices this run scores: a seeded sample or everything, then this shard of it."""
+def selected_indices(cfg: DictConfig, corpus: NameSubstitutionCorpus) -> tuple[Iterator[int], int, str]:
+    """The indices this run scores, streamed: a seeded sample or everything, then this shard.
+
+    Shards are contiguous parts of that sequence. A sample is streamed in generation order
+    and each chunk sorted, so batches are runs of one template (one length, no padding)
+    while memory stays flat however large the sample.
+    """
     sample = cfg.get("sample")
-    if sample:
-        # Sorted, so that batches are runs of one template (one sentence length, no padding).
-        indices: list[int] | range = sorted(corpus.sample_indices(int(sample), int(cfg.seed)))
-        what = f"sample of {sample} (seed {cfg.seed})"
-    else:
-        indices = range(len(corpus))
-        what = "whole corpus"
+    total = int(sample) if sample else len(corpus)
     num_shards, shard = int(cfg.get("num_shards", 1)), int(cfg.get("shard", 0))
     if num_shards < 1 or not 0 <= shard < num_shards:
         raise NerbiasError(f"corpus.shard={shard} must be in [0, corpus.num_shards={num_shards})")
-    start, stop = len(indices) * shard // num_shards, len(indices) * (shard + 1) // num_shards
+    start, stop = total * shard // num_shards, total * (shard + 1) // num_shards
+    if sample:
+        stream = itertools.islice(corpus.iter_sample(total, int(cfg.seed)), start, stop)
+        what = f"sample of {sample} (seed {cfg.seed})"
+    else:
+        stream = iter(range(start, stop))
+        what = "whole corpus"
     if num_shards > 1:
         what += f", shard {shard + 1}/{num_shards}"
-    return indices[start:stop], what
+    return stream, stop - start, what
+
+
+def sorted_chunks(indices: Iterator[int], chunk: int) -> Iterator[list[int]]:
+    while True:
+        block = sorted(itertools.islice(indices, chunk))
+        if not block:
+            return
+        yield block
 
 
 def evaluate_names(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> dict[str, Any]:
     names = load_names(cfg.corpus.get("names"))
     corpus = build_corpus(cfg.corpus, names)
     tagger = build_slot_tagger(cfg.tagger)
-    indices, what = selected_indices(cfg.corpus, corpus)
-    log.info("tagging %d sentences (%s) with %s", len(indices), what, tagger.name)
+    indices, count, what = selected_indices(cfg.corpus, corpus)
+    log.info("tagging %d sentences (%s) with %s", count, what, tagger.name)
     stats = NameStatistics(bins=cfg.metrics.confidence_bins, confidence_over=cfg.metrics.confidence_over)
     batch_size = cfg.corpus.batch_size
-    with tqdm(total=len(indices), desc=f"{cfg.corpus.name} sentences", unit="sent") as progress:
-        for first in range(0, len(indices), batch_size):
-            batch = [corpus.sentence(i) for i in indices[first:first + batch_size]]
-            stats.add(batch, tagger.tag(batch))
-            progress.update(len(batch))
-    return write_name_results(stats, names, cfg, output_dir, logger, extra={"sentences": len(indices),
+    with tqdm(total=count, desc=f"{cfg.corpus.name} sentences", unit="sent") as progress:
+        for block in sorted_chunks(indices, chunk=max(batch_size * 64, 65536)):
+            for first in range(0, len(block), batch_size):
+                batch = [corpus.sentence(i) for i in block[first:first + batch_size]]
+                stats.add(batch, tagger.tag(batch))
+                progress.update(len(batch))
+    return write_name_results(stats, names, cfg, output_dir, logger, extra={"sentences": count,
                                                                              "tagger": tagger.name})
 
 

@@ -184,11 +184,14 @@ class NameSubstitutionCorpus(ABC):
         generation order, and ``sample_indices(k, seed)`` is a prefix of ``sample_indices(k + m,
         seed)``; sort it to batch sentences of the same source together.
         """
+        return list(self.iter_sample(k, seed))
+
+    def iter_sample(self, k: int, seed: int) -> Iterator[int]:
+        """``sample_indices`` as a stream: memory stays flat however large ``k`` is."""
         if k < 0:
             raise NerbiasError(f"sample size must be >= 0, got {k}")
         rng = random.Random(seed)
         deck: list[int] = []  # rest of the current permutation, next name last
-        indices = []
         for _ in range(k):
             group: list[int] = []
             while len(group) < self.slots:
@@ -197,8 +200,7 @@ class NameSubstitutionCorpus(ABC):
                     rng.shuffle(deck)  # dealt from the end by pop()
                     self._keep_distinct(deck, group)
                 group.append(deck.pop())
-            indices.append(self.encode(rng.randrange(self.num_sources), group))
-        return indices
+            yield self.encode(rng.randrange(self.num_sources), group)
 
     def _keep_distinct(self, deck: list[int], group: list[int]) -> None:
         """Swap names already in ``group`` out of the next ``slots - len(group)`` cards of ``deck``."""
