@@ -55,16 +55,15 @@ def build_corpus(cfg: DictConfig, names: NameList) -> NameSubstitutionCorpus:
     raise NerbiasError(f"unknown corpus {cfg.name!r}")
 
 
-def selected_indices(cfg: DictConfig, corpus: NameSubstitutionCorpus) -> tuple[Iterator[int], int, str]:
-    """The indices this run scores, streamed: a seeded sample or everything, then this shard.
-
-    Shards are contiguous parts of that sequence. A sample is streamed in generation order
-    and each chunk sorted, so batches are runs of one template (one length, no padding)
-    while memory stays flat however large the sample.
+def selected_indices(cfg: DictConfig, corpus: NameSubstitutionCorpus, shard: int = 0,
+                     num_shards: int = 1) -> tuple[Iterator[int], int, str]:
+    """The indices shard ``shard`` of ``num_shards`` scores, streamed: of a seeded sample or
+    of the whole corpus. Shards are contiguous parts of that sequence, together covering it
+    exactly once. A sample is streamed in generation order and each chunk sorted (see
+    ``sorted_chunks``), so batches are runs of one template while memory stays flat.
     """
     sample = cfg.get("sample")
     total = int(sample) if sample else len(corpus)
-    num_shards, shard = int(cfg.get("num_shards", 1)), int(cfg.get("shard", 0))
     if num_shards < 1 or not 0 <= shard < num_shards:
         raise NerbiasError(f"corpus.shard={shard} must be in [0, corpus.num_shards={num_shards})")
     start, stop = total * shard // num_shards, total * (shard + 1) // num_shards
@@ -87,11 +86,9 @@ def sorted_chunks(indices: Iterator[int], chunk: int) -> Iterator[list[int]]:
         yield block
 
 
-def evaluate_names(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> dict[str, Any]:
-    names = load_names(cfg.corpus.get("names"))
-    corpus = build_corpus(cfg.corpus, names)
-    tagger = build_slot_tagger(cfg.tagger)
-    indices, count, what = selected_indices(cfg.corpus, corpus)
+def score_shard(cfg: DictConfig, corpus: NameSubstitutionCorpus, tagger, shard: int, num_shards: int
+                ) -> tuple[NameStatistics, int]:
+    indices, count, what = selected_indices(cfg.corpus, corpus, shard, num_shards)
     log.info("tagging %d sentences (%s) with %s", count, what, tagger.name)
     stats = NameStatistics(bins=cfg.metrics.confidence_bins, confidence_over=cfg.metrics.confidence_over)
     batch_size = cfg.corpus.batch_size
@@ -101,8 +98,71 @@ def evaluate_names(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> dic
                 batch = [corpus.sentence(i) for i in block[first:first + batch_size]]
                 stats.add(batch, tagger.tag(batch))
                 progress.update(len(batch))
-    return write_name_results(stats, names, cfg, output_dir, logger, extra={"sentences": count,
-                                                                             "tagger": tagger.name})
+    return stats, count
+
+
+def shard_identity(cfg: DictConfig, tagger_name: str, num_shards: int) -> dict[str, Any]:
+    """What must agree between shards that are merged."""
+    c = cfg.corpus
+    return {"corpus": c.name, "lowercase": bool(c.get("lowercase")), "sample": c.get("sample"),
+            "seed": int(c.seed), "num_shards": num_shards, "tagger": tagger_name,
+            "tagger_path": str(cfg.tagger.get("path")), "rule": c.get("rule"), "names": str(c.get("names"))}
+
+
+def evaluate_names(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> dict[str, Any]:
+    """Score one shard, every missing shard, or merge finished shards (``corpus.num_shards > 1``).
+
+    Shard files ``<shards_dir>/shard-<i>-of-<n>.npz`` are written atomically; a rerun skips
+    the shards already there, and a killed shard leaves no file under its final name.
+    """
+    names = load_names(cfg.corpus.get("names"))
+    corpus = build_corpus(cfg.corpus, names)
+    num_shards = int(cfg.corpus.get("num_shards", 1))
+    shard = cfg.corpus.get("shard")
+    if num_shards == 1:
+        tagger = build_slot_tagger(cfg.tagger)
+        stats, count = score_shard(cfg, corpus, tagger, 0, 1)
+        return write_name_results(stats, names, cfg, output_dir, logger,
+                                  extra={"sentences": count, "tagger": tagger.name})
+    shards_dir = Path(cfg.shards_dir)
+    path_of = lambda i: shards_dir / f"shard-{i:05d}-of-{num_shards:05d}.npz"  # noqa: E731
+    todo = [int(shard)] if shard is not None else list(range(num_shards))
+    if not cfg.get("merge_shards") or shard is None:
+        missing = [i for i in todo if not path_of(i).exists()]
+        for i in todo:
+            if i not in missing:
+                log.info("shard %d/%d already done: %s", i + 1, num_shards, path_of(i))
+        if missing:
+            tagger = build_slot_tagger(cfg.tagger)
+            for i in missing:
+                stats, count = score_shard(cfg, corpus, tagger, i, num_shards)
+                stats.save(path_of(i), {**shard_identity(cfg, tagger.name, num_shards), "shard": i, "sentences": count})
+    if shard is not None and not cfg.get("merge_shards"):
+        return {"shard": int(shard)}
+    return merge_shards(cfg, names, shards_dir, num_shards, path_of, output_dir, logger)
+
+
+def merge_shards(cfg: DictConfig, names: NameList, shards_dir: Path, num_shards: int, path_of, output_dir: Path,
+                 logger: NullLogger) -> dict[str, Any]:
+    finished = [i for i in range(num_shards) if path_of(i).exists()]
+    if not finished:
+        raise NerbiasError(f"{shards_dir}: no finished shard of {num_shards} to merge")
+    merged, identity, sentences = None, None, 0
+    for i in finished:
+        stats, meta = NameStatistics.load(path_of(i))
+        this = {k: v for k, v in meta.items() if k not in ("shard", "sentences", "bins", "confidence_over")}
+        if identity is None:
+            identity = this
+        elif this != identity:
+            raise NerbiasError(f"{path_of(i)}: shard of a different evaluation ({this} vs {identity})")
+        merged = stats if merged is None else merged.merge(stats)
+        sentences += meta["sentences"]
+    missing = sorted(set(range(num_shards)) - set(finished))
+    if missing:
+        log.warning("merging %d of %d shards; missing: %s", len(finished), num_shards, missing)
+    return write_name_results(merged, names, cfg, output_dir, logger,
+                              extra={"sentences": sentences, "tagger": identity["tagger"],
+                                     "shards_merged": len(finished), "shards_missing": missing})
 
 
 def write_name_results(stats: NameStatistics, names: NameList, cfg: DictConfig, output_dir: Path,

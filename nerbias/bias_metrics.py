@@ -97,6 +97,48 @@ class NameStatistics:
                 mine.conf_sumsq += theirs.conf_sumsq
         return self
 
+    # ----------------------------------------------------------------- persistence (shards)
+    def save(self, path: str | Path, metadata: Mapping[str, object]) -> None:
+        """Write the statistics (and what produced them) atomically as one ``.npz`` file."""
+        import json
+
+        names = sorted(self.names)
+        empty = np.zeros(self.bins, dtype=np.int64)
+        arrays = {
+            "names": np.array(names, dtype=object).astype(str),
+            "slots": np.array([self.names[n].slots for n in names], dtype=np.int64),
+            "recognised": np.array([self.names[n].recognised for n in names], dtype=np.int64),
+            "conf": np.array([[self.names[n].conf_count, self.names[n].conf_min, self.names[n].conf_max,
+                               self.names[n].conf_sum, self.names[n].conf_sumsq] for n in names],
+                             dtype=np.float64).reshape(len(names), 5),
+            "histogram": np.stack([self.names[n].histogram if self.names[n].histogram is not None else empty
+                                   for n in names]) if names else np.zeros((0, self.bins), dtype=np.int64),
+            "labels": np.array(json.dumps({n: dict(self.names[n].labels) for n in names})),
+            "meta": np.array(json.dumps({"bins": self.bins, "confidence_over": self.confidence_over, **metadata},
+                                        sort_keys=True)),
+        }
+        with atomic_path(path) as tmp:
+            with open(tmp, "wb") as handle:
+                np.savez_compressed(handle, **arrays)
+
+    @classmethod
+    def load(cls, path: str | Path) -> tuple["NameStatistics", dict]:
+        import json
+
+        with np.load(path, allow_pickle=False) as data:
+            meta = json.loads(str(data["meta"]))
+            stats = cls(bins=meta["bins"], confidence_over=meta["confidence_over"])
+            labels = json.loads(str(data["labels"]))
+            for i, name in enumerate(data["names"].tolist()):
+                entry = stats.names[name]
+                entry.slots, entry.recognised = int(data["slots"][i]), int(data["recognised"][i])
+                entry.labels = Counter(labels[name])
+                count, low, high, total, squares = data["conf"][i].tolist()
+                entry.conf_count, entry.conf_min, entry.conf_max = int(count), low, high
+                entry.conf_sum, entry.conf_sumsq = total, squares
+                entry.histogram = data["histogram"][i].copy() if count else None
+        return stats, meta
+
     def _percentile(self, stats: _Name, q: float) -> float:
         """Percentile from the histogram (bin midpoint), clipped to the exact min and max."""
         cumulative = np.cumsum(stats.histogram)

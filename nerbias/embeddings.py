@@ -77,15 +77,24 @@ def _check_text_file(path: Path, header: bool) -> None:
 
 
 def _load_conceptnet(path: Path) -> KeyedVectors:
-    """Numberbatch: English file (header, plain terms) or multilingual (``/c/<lang>/term``)."""
+    """Numberbatch: English file (header, plain terms) or multilingual (``/c/<lang>/term[/pos]``).
+
+    Terms that differ only by a part-of-speech suffix (``/c/en/run/n``, ``/c/en/run/v``) keep
+    the first vector, as the file lists the general term first.
+    """
     words: list[str] = []
     rows: list[np.ndarray] = []
+    seen: set[str] = set()
+    lines_read = 0
     with _open_text(path) as handle:
         header = handle.readline().split()
         if len(header) != 2 or not all(part.isdigit() for part in header):
             raise DataFormatError(path, "expected a header line '<count> <dim>'", 1)
-        dim = int(header[1])
+        declared, dim = int(header[0]), int(header[1])
         for number, line in enumerate(handle, start=2):
+            if not line.strip():
+                continue
+            lines_read += 1
             fields = line.rstrip("\n").split(" ")
             term = fields[0]
             if term.startswith("/c/"):
@@ -95,8 +104,13 @@ def _load_conceptnet(path: Path) -> KeyedVectors:
                 term = parts[3]
             if len(fields) - 1 != dim:
                 raise DataFormatError(path, f"expected {dim} values after the term, found {len(fields) - 1}", number)
+            if term in seen:
+                continue
+            seen.add(term)
             words.append(term)
             rows.append(np.asarray(fields[1:], dtype=np.float32))
+    if lines_read < declared:
+        raise DataFormatError(path, f"header declares {declared} vectors but the file has {lines_read} (truncated?)")
     if not words:
         raise DataFormatError(path, "no English vectors found")
     keyed = KeyedVectors(vector_size=dim, dtype=np.float32)

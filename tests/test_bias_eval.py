@@ -114,3 +114,32 @@ def test_real_data_spacy_on_winogender_and_insitu_and_coreNLP_on_census(shared_d
     assert len(errors) == 139 * 2
     assert json.loads((census / "metrics.json").read_text())["metrics"][
         "census/template4/years_female_type1_w_above_male"] == 139
+
+
+def test_three_shards_merged_equal_one_process_and_finished_shards_are_skipped(trained, tmp_path, caplog):
+    from nerbias.evaluation import run_evaluation
+
+    root, data_dir, checkpoint = trained
+    base = [f"tagger.path={checkpoint}", f"paths.data_dir={data_dir}", f"corpus.names={root / 'names.csv'}",
+            "corpus=winogender", "corpus.sample=90", "corpus.batch_size=8", "logger=none", "tagger.device=cpu"]
+
+    def evaluate(out, extra):
+        cfg = compose_config("evaluate", base + [f"paths.output_dir={out}", *extra])
+        return run_evaluation(cfg, out)
+
+    evaluate(tmp_path / "single", [])
+    shards = tmp_path / "shards"
+    for shard in (2, 0):  # any order
+        evaluate(tmp_path / f"s{shard}", ["corpus.num_shards=3", f"corpus.shard={shard}", f"shards_dir={shards}"])
+    assert sorted(p.name for p in shards.iterdir()) == ["shard-00000-of-00003.npz", "shard-00002-of-00003.npz"]
+    partial = evaluate(tmp_path / "partial", ["corpus.num_shards=3", f"shards_dir={shards}", "merge_shards=true",
+                                              "corpus.shard=0"])
+    assert partial  # merging what is finished works and says what is missing
+    assert json.loads((tmp_path / "partial" / "metrics.json").read_text())["shards_missing"] == [1]
+    before = {p: p.stat().st_mtime_ns for p in shards.iterdir()}
+    evaluate(tmp_path / "merged", ["corpus.num_shards=3", f"shards_dir={shards}"])  # runs only shard 1, merges
+    assert all(p.stat().st_mtime_ns == t for p, t in before.items())
+    single = pd.read_csv(tmp_path / "single" / "per_name.csv")
+    merged = pd.read_csv(tmp_path / "merged" / "per_name.csv")
+    pd.testing.assert_frame_equal(single, merged)
+    assert json.loads((tmp_path / "merged" / "metrics.json").read_text())["sentences"] == 90

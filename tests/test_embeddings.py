@@ -83,3 +83,19 @@ def test_packaged_glove_6b_50d_loads():
     assert len(keyed.index_to_key) == 400000
     assert keyed.index_to_key[0] == "the"
     assert "stephanie" in keyed.key_to_index and "zikri" not in keyed.key_to_index
+
+
+def test_conceptnet_keeps_the_first_of_part_of_speech_variants_and_detects_truncation(tmp_path):
+    multilingual = tmp_path / "mini.txt"
+    multilingual.write_text("4 2\n/c/en/run 1 1\n/c/en/run/v 9 9\n/c/fr/courir 2 2\n/c/en/maria 3 3\n\n")
+    keyed = load_keyed_vectors("conceptnet", multilingual)
+    assert keyed.index_to_key == ["run", "maria"]
+    assert np.allclose(keyed["run"], [1, 1])
+    truncated = tmp_path / "truncated.txt"
+    truncated.write_text("5 2\nrun 1 1\nmaria 3 3\n")
+    with pytest.raises(DataFormatError, match="declares 5 vectors but the file has 2"):
+        load_keyed_vectors("conceptnet", truncated)
+    bad = tmp_path / "bad.txt"
+    bad.write_text("2 2\nrun 1 1\nmaria 3\n")
+    with pytest.raises(DataFormatError, match=r"bad.txt:3: expected 2 values"):
+        load_keyed_vectors("conceptnet", bad)
