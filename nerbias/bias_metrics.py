@@ -19,12 +19,12 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from nerbias.bias_types import RECOGNISED, BiasSentence, SlotOutcome
+from nerbias.bias_types import BiasSentence, SlotOutcome
 from nerbias.io import atomic_path
 from nerbias.names import NameList
 
@@ -255,13 +255,3 @@ def summary_scalars(groups: pd.DataFrame, prefix: str) -> dict[str, float]:
             if value is not None and not (isinstance(value, float) and np.isnan(value)):
                 out[f"{prefix}/{row['group']}/{key}"] = float(value)
     return out
-
-
-def collect(stats: NameStatistics, batches: Iterable[Sequence[BiasSentence]], tagger) -> NameStatistics:
-    for sentences in batches:
-        stats.add(sentences, tagger.tag(sentences))
-    return stats
-
-
-def records_of(mapping: Mapping[str, float]) -> list[dict]:
-    return [{"metric": k, "value": v} for k, v in mapping.items()]

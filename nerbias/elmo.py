@@ -467,7 +467,7 @@ def load_elmo(options_path: str | Path, weights_path: str | Path) -> ElmoBiLM:
         raise DataFormatError(weights_path, f"not an HDF5 file: {error}") from None
     with handle:
         read = _WeightReader(handle, weights_path)
-        cnn, lstm = options["char_cnn"], options["lstm"]
+        cnn = options["char_cnn"]
         char_dim = int(cnn["embedding"]["dim"])
         char_rows = read("char_embed", (None, char_dim))
         if char_rows.shape[0] + 1 < NUM_CHAR_IDS:

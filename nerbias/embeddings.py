@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import gzip
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
@@ -24,16 +23,6 @@ from nerbias.errors import DataFormatError, NerbiasError
 log = logging.getLogger(__name__)
 
 SOURCES = ("kumo", "glove", "word2vec", "word2vec_binary", "conceptnet")
-
-
-@dataclass
-class EmbeddingConfig:
-    kind: str = "glove"  # glove | random | conceptnet | elmo
-    source: str = "kumo"
-    path: str | None = None
-    dim: int = 50
-    lowercase: bool = True
-    freeze: bool = False
 
 
 def _open_text(path: Path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 from torch import Tensor
@@ -13,8 +13,8 @@ from tqdm.auto import tqdm
 
 from nerbias.checkpoint import load_checkpoint
 from nerbias.conll import Sentence
-from nerbias.data import Encoder, bioes_tags
-from nerbias.errors import CheckpointError, NerbiasError
+from nerbias.data import Encoder
+from nerbias.errors import CheckpointError
 from nerbias.model import BiLSTMCRFTagger, TaggerConfig
 from nerbias.tags import Span, bioes_tag_set, bioes_to_spans
 from nerbias.vocab import Vocabulary
@@ -166,17 +166,6 @@ class NerTagger:
             for i, value in zip(batch.index, probs[rows, cols, tag].tolist()):
                 out[i] = value
         return out
-
-    def gold_tags(self, sentences: Iterable[Sentence]) -> list[list[str]]:
-        return [bioes_tags(s) for s in sentences]
-
-
-def check_tags_known(tagger: NerTagger, sentences: Sequence[Sentence], source: str) -> None:
-    known = set(tagger.tags.items)
-    for sentence in sentences:
-        for tag in bioes_tags(sentence):
-            if tag not in known:
-                raise NerbiasError(f"{source}: tag {tag} is not in the model's tag set")
 
 
 def emissions_for(tagger: NerTagger, token_lists: Sequence[Sequence[str]]) -> tuple[Tensor, Tensor]:

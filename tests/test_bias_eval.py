@@ -1,11 +1,9 @@
 """evaluate.py on the bias corpora: tiny fixtures end to end, and the real data when present."""
 
 import json
-from pathlib import Path
 
 import pandas as pd
 import pytest
-import torch
 
 from conftest import compose_config, make_tiny_conll, run_script, tiny_train_overrides
 from nerbias.bias_taggers import CheckpointSlotTagger

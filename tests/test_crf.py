@@ -10,7 +10,6 @@ from nerbias.crf import (
     ConstrainedCRF,
     TagScheme,
     bioes_constraints,
-    forward_backward,
     log_partition,
     marginals,
     sequence_score,
