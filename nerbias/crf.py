@@ -93,30 +93,67 @@ def forward_backward(
     start_transitions: Tensor,
     end_transitions: Tensor,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """Forward and backward messages.
+    """Forward and backward messages, in log space.
 
     Returns ``alpha [batch, time, tags]`` (log score of all prefixes ending in the tag at t,
     emission at t included), ``beta [batch, time, tags]`` (log score of all suffixes after t
-    given the tag at t, end transition included) and ``log_z [batch]``.
+    given the tag at t, end transition included) and ``log_z [batch]``. Entries at padded
+    positions are unspecified.
+
+    Computed as the scaled forward-backward recursion (Rabiner 1989): messages are
+    probabilities renormalised at every step, so each step is one small matrix product
+    instead of a log-sum-exp over ``[batch, tags, tags]``; the scales are summed in log
+    space. The result equals the log-space recursion to the rounding of the input dtype
+    (float32 for the tagger, float64 in the brute-force tests), except that a message entry
+    below the dtype's smallest normal number relative to its step's total becomes ``-inf``.
+    Not differentiable: training uses ``log_partition``.
     """
-    mask = mask.bool()
-    batch, length, _ = emissions.shape
-    alphas = [start_transitions + emissions[:, 0]]
-    for t in range(1, length):
-        step = _logsumexp(alphas[-1].unsqueeze(2) + transitions, dim=1) + emissions[:, t]
-        alphas.append(torch.where(mask[:, t].unsqueeze(1), step, alphas[-1]))
-    end = end_transitions.expand(batch, -1)
-    betas = [end]
-    for t in range(length - 2, -1, -1):
-        following = (emissions[:, t + 1] + betas[-1]).unsqueeze(1)  # [batch, 1, to]
-        step = _logsumexp(transitions + following, dim=2)
-        betas.append(torch.where(mask[:, t + 1].unsqueeze(1), step, end))
-    alpha = torch.stack(alphas, dim=1)
-    beta = torch.stack(betas[::-1], dim=1)
-    lengths = mask.sum(1)
-    last_alpha = alpha[torch.arange(batch, device=alpha.device), lengths - 1]
-    log_z = _logsumexp(last_alpha + end_transitions, dim=1)
-    return alpha, beta, log_z
+    with torch.no_grad():
+        mask = mask.bool()
+        batch, length, _ = emissions.shape
+        device, dtype = emissions.device, emissions.dtype
+        tiny = torch.finfo(dtype).tiny
+        lengths = mask.sum(1)
+        step_max = emissions.amax(dim=2, keepdim=True)
+        step_max = torch.where(torch.isfinite(step_max), step_max, torch.zeros_like(step_max))
+        emitted = (emissions - step_max).exp()  # largest entry 1 at every step
+        moves = transitions.to(dtype).exp()  # illegal (-inf) -> 0
+        start, end = start_transitions.to(dtype), end_transitions.to(dtype)
+        start_max, end_max = start[torch.isfinite(start)].max(), end[torch.isfinite(end)].max()
+
+        def recurse(first: Tensor, steps: Tensor, matrix: Tensor) -> tuple[Tensor, Tensor]:
+            """Messages m_0 = first * steps_0, m_t = (m_{t-1} @ matrix) * steps_t, normalised."""
+            messages, scales = [], []
+            message = first * steps[:, 0]
+            for t in range(length):
+                if t:
+                    message = (message @ matrix) * steps[:, t]
+                total = message.sum(dim=1, keepdim=True).clamp_min(tiny)
+                message = message / total
+                messages.append(message)
+                scales.append(total)
+            log_scales = torch.cat(scales, dim=1).log().cumsum(dim=1)  # [batch, time]
+            return torch.stack(messages, dim=1), log_scales
+
+        # Forward: padded positions are computed but never read.
+        alpha_hat, alpha_scale = recurse((start - start_max).exp(), emitted, moves)
+        alpha = alpha_hat.log() + (alpha_scale + step_max.squeeze(2).cumsum(dim=1) + start_max).unsqueeze(2)
+
+        # Backward, as a forward pass over each sentence reversed within its own length.
+        positions = torch.arange(length, device=device).expand(batch, -1)
+        reverse = torch.where(positions < lengths.unsqueeze(1), lengths.unsqueeze(1) - 1 - positions, positions)
+        gather = reverse.unsqueeze(2).expand(-1, -1, emissions.size(2))
+        # gamma_t = e_t * beta_t has the forward form; beta_t = moves @ gamma_{t+1}.
+        reversed_max = step_max.squeeze(2).gather(1, reverse)
+        gamma_hat, gamma_scale = recurse((end - end_max).exp(), emitted.gather(1, gather), moves.T)
+        gamma_offset = gamma_scale + reversed_max.cumsum(dim=1) + end_max
+        beta_rest = (gamma_hat[:, :-1] @ moves.T).log() + gamma_offset[:, :-1].unsqueeze(2)
+        beta_reversed = torch.cat([end.expand(batch, 1, -1), beta_rest], dim=1)
+        beta = beta_reversed.gather(1, gather)
+
+        rows = torch.arange(batch, device=device)
+        log_z = torch.logsumexp(alpha[rows, lengths - 1] + end, dim=1)
+        return alpha, beta, log_z
 
 
 def marginals(

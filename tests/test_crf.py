@@ -39,28 +39,21 @@ def random_batch(batch, length, num_tags, generator):
     return emissions, mask, lengths
 
 
-def path_score(emissions, path, transitions, start, end):
-    score = start[path[0]] + emissions[0, path[0]]
-    for t in range(1, len(path)):
-        score = score + transitions[path[t - 1], path[t]] + emissions[t, path[t]]
-    return score + end[path[-1]]
-
-
 def brute_force_paths(emissions, n, transitions, start, end, allowed=None):
-    """(path, score) of every tag sequence of length n, with allowed tags respected."""
+    """Every tag sequence of length n (allowed tags only) as ``[paths, n]`` with its score ``[paths]``."""
     num_tags = emissions.size(1)
-    for path in itertools.product(range(num_tags), repeat=n):
-        if allowed is not None and not all(allowed[t, tag] for t, tag in enumerate(path)):
-            continue
-        yield path, float(path_score(emissions, path, transitions, start, end))
+    paths = torch.tensor(list(itertools.product(range(num_tags), repeat=n)), dtype=torch.long).view(-1, n)
+    if allowed is not None:
+        paths = paths[allowed[torch.arange(n), paths].all(dim=1)]
+    scores = start[paths[:, 0]] + emissions[torch.arange(n), paths].sum(dim=1) + end[paths[:, -1]]
+    if n > 1:
+        scores = scores + transitions[paths[:, :-1], paths[:, 1:]].sum(dim=1)
+    return paths, scores
 
 
-def brute_log_z(paths):
-    scores = [s for _, s in paths if s != NEG_INF]
-    if not scores:
-        return NEG_INF
-    top = max(scores)
-    return top + math.log(sum(math.exp(s - top) for s in scores))
+def brute_log_z(enumerated):
+    _, scores = enumerated
+    return float(torch.logsumexp(scores, dim=0)) if len(scores) else NEG_INF
 
 
 CASES = [(tags, length, illegal) for tags in (3, 4, 5) for length in (1, 2, 4, 6) for illegal in (0.0, 0.3)]
@@ -95,19 +88,18 @@ def test_marginals_and_viterbi_match_brute_force(num_tags, length, illegal):
     log_z = log_partition(emissions, mask, transitions, start, end)
     for b in range(3):
         n = int(lengths[b])
-        enumerated = list(brute_force_paths(emissions[b], n, transitions, start, end))
-        z = brute_log_z(enumerated)
+        all_paths, scores = brute_force_paths(emissions[b], n, transitions, start, end)
+        z = brute_log_z((all_paths, scores))
         if z == NEG_INF:
             continue
+        weights = (scores - z).exp()
         expected = torch.zeros(n, num_tags, dtype=torch.float64)
-        for path, score in enumerated:
-            if score != NEG_INF:
-                for t, tag in enumerate(path):
-                    expected[t, tag] += math.exp(score - z)
+        for t in range(n):
+            expected[t].index_add_(0, all_paths[:, t], weights)
         assert torch.allclose(probs[b, :n], expected, atol=1e-6)
         assert torch.allclose(probs[b, :n].sum(1), torch.ones(n, dtype=torch.float64), atol=1e-9)
         assert (probs[b, n:] == 0).all()
-        best_path, best_score = max(enumerated, key=lambda item: item[1])
+        best_score = float(scores.max())
         assert best[b].item() == pytest.approx(best_score, abs=1e-9)
         assert sequence_score(emissions[b:b + 1, :n], paths[b:b + 1, :n], mask[b:b + 1, :n],
                               transitions, start, end).item() == pytest.approx(best_score, abs=1e-9)
@@ -125,10 +117,10 @@ def bioes_setup(generator, types=("PER", "LOC")):
 
 
 def brute_span_probability(scheme, emissions, n, transitions, start, end, span):
-    enumerated = list(brute_force_paths(emissions, n, transitions, start, end))
-    z = brute_log_z(enumerated)
+    paths, scores = brute_force_paths(emissions, n, transitions, start, end)
+    z = brute_log_z((paths, scores))
     total = 0.0
-    for path, score in enumerated:
+    for path, score in zip(paths.tolist(), scores.tolist()):
         if score != NEG_INF and Span(*span) in scheme.spans([scheme.tags[i] for i in path]):
             total += math.exp(score - z)
     return total
