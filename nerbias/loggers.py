@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -56,9 +57,13 @@ class WandbLogger(NullLogger):
             import wandb
 
             Path(save_dir).mkdir(parents=True, exist_ok=True)
+            # One W&B run per run directory: a resumed or requeued job continues the same run.
+            id_file = Path(save_dir) / "wandb_run_id.txt"
+            run_id = id_file.read_text().strip() if id_file.is_file() else secrets.token_hex(4)
             self.run = wandb.init(project=project, entity=entity, mode=self.mode, config=dict(config or {}),
                                   dir=str(save_dir), name=name, group=group, tags=tags, job_type=job_type,
-                                  reinit="create_new")
+                                  id=run_id, resume="allow", reinit="create_new")
+            id_file.write_text(run_id + "\n")
         except Exception as error:
             log.warning("W&B could not start (%s); continuing without it", error)
 

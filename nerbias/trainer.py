@@ -97,6 +97,18 @@ def write_predictions(output_dir: Path, name: str, sentences: Sequence[Sentence]
     atomic_write_text(output_dir / f"{name}_spans.tsv", "\n".join(span_lines) + "\n")
 
 
+# Config sections that define what is trained; a resumed run must agree on all of them.
+RUN_DEFINING_KEYS = ("seed", "data", "embeddings", "model")
+
+
+def check_same_run(saved: Mapping[str, Any], current: Mapping[str, Any], path: Path) -> None:
+    """Refuse to continue another configuration's weights (e.g. a sweep rerun in another order)."""
+    differing = [key for key in RUN_DEFINING_KEYS if saved.get(key) != current.get(key)]
+    if differing:
+        raise NerbiasError(f"{path}: was trained with a different {', '.join(differing)} than this run; "
+                           "resume only the same configuration (or start a new run directory)")
+
+
 class TaggerOptimizer:
     """The configured optimizer for dense parameters, SparseAdam for a sparse word table.
 
@@ -167,6 +179,7 @@ class Trainer:
         resume_from = self._resume_path()
         if resume_from is not None:
             payload = load_checkpoint(resume_from)
+            check_same_run(payload.get("config") or {}, OmegaConf.to_container(cfg, resolve=True), resume_from)
             tagger = NerTagger.from_state(payload, source=str(resume_from)).to(self.device)
         else:
             tagger = build_tagger(cfg, data["train"]).to(self.device)

@@ -123,3 +123,12 @@ def test_evaluate_cli_scores_a_checkpoint_and_rejects_foreign_files(tiny_data_di
                                         "logger=none", f"hydra.run.dir={tmp_path / 'ev2'}"])
     assert result.returncode == 2
     assert "not a nerbias checkpoint" in result.stderr + result.stdout
+
+
+def test_resuming_refuses_a_checkpoint_of_another_configuration(tiny_data_dir, tmp_path):
+    from nerbias.errors import NerbiasError
+
+    out = tmp_path / "run"
+    train_in_process(tiny_data_dir, out)
+    with pytest.raises(NerbiasError, match="different seed"):
+        train_in_process(tiny_data_dir, out, ["trainer.resume=true", "seed=7"])

@@ -1,0 +1,12 @@
+"""Aggregate a sweep: every metric as mean ± std over seeds, per swept configuration.
+
+    python aggregate.py logs/train/multiruns/<time>       # writes aggregate.csv and aggregate.md there
+    python aggregate.py <run dir> <run dir> ... -o <dir>  # any runs, e.g. from several sweeps
+"""
+
+import sys
+
+from nerbias.aggregate import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,335 @@
+"""Aggregate a sweep: every metric as mean ± std over seeds, per configuration.
+
+A run is a Hydra run directory: ``.hydra/config.yaml``, ``.hydra/overrides.yaml`` and, once
+finished, ``metrics.json`` ({"metrics": {...}, ...}). Runs are grouped by every override
+whose value differs between the runs (what the sweep varied), plus ``embeddings.kind``;
+``seed`` is the replicate: each group reports n, mean and sample standard deviation
+(n - 1) of every numeric metric.
+
+An evaluation run of a checkpoint (``tagger.path=<train run>/checkpoints/best.pt``) takes
+the settings and the seed of that training run, so an evaluation sweep over the models of a
+training sweep groups by embeddings x casing and aggregates over the training seeds.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import re
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import yaml
+
+from nerbias.errors import NerbiasError
+from nerbias.io import atomic_path, atomic_write_text
+
+REPLICATE_KEY = "seed"
+ALWAYS_SHOWN = ("embeddings.kind",)
+# Overrides that do not change what a run computes: bookkeeping added to every sweep job, logging.
+IGNORED_KEYS = {"sweep_id", "trainer.resume", "logger"}
+IGNORED_PREFIXES = ("logger.", "hydra.")
+
+
+class AggregateError(NerbiasError):
+    """Nothing to aggregate: no runs, or no finished run."""
+
+
+@dataclass
+class Run:
+    path: Path
+    settings: dict[str, str]           # configuration that distinguishes the run, without the seed
+    seed: str | None
+    metrics: dict[str, float] | None   # None: no metrics.json yet (unfinished)
+    problem: str | None = None         # why a run could not be read
+
+
+@dataclass
+class Group:
+    values: tuple[str | None, ...]
+    runs: list[Run] = field(default_factory=list)
+
+
+@dataclass
+class Aggregate:
+    keys: list[str]                    # the grouping keys, in order of first appearance
+    groups: list[Group]
+    metrics: list[str]                 # numeric metrics, in order of first appearance
+    unfinished: list[Run]
+    unreadable: list[Run]
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per group and metric: keys..., metric, n, mean, std, seeds."""
+        rows = []
+        for group in self.groups:
+            for metric in self.metrics:
+                values = [r.metrics[metric] for r in group.runs if metric in r.metrics]
+                if not values:
+                    continue
+                row: dict[str, Any] = dict(zip(self.keys, group.values))
+                row.update(metric=metric, n=len(values), mean=statistics.fmean(values),
+                           std=statistics.stdev(values) if len(values) > 1 else math.nan,
+                           seeds=";".join(str(r.seed) for r in group.runs if metric in r.metrics))
+                rows.append(row)
+        return rows
+
+
+def _natural_key(path: Path) -> list:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(path))]
+
+
+def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
+    """Hydra run directories: each path itself if it is one, else every one below it."""
+    found: dict[Path, None] = {}
+    for given in paths:
+        root = Path(given)
+        if not root.exists():
+            raise AggregateError(f"{root}: no such directory")
+        if (root / ".hydra" / "config.yaml").is_file():
+            found[root.resolve()] = None
+            continue
+        for config in root.rglob("config.yaml"):
+            if config.parent.name == ".hydra":
+                found[config.parent.parent.resolve()] = None
+    return sorted(found, key=_natural_key)
+
+
+def _value_text(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def parse_overrides(lines: Sequence[str]) -> dict[str, str]:
+    """``key=value`` overrides (as in .hydra/overrides.yaml) as {key: value text}; later ones win."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    parsed: dict[str, str] = {}
+    for line in lines:
+        try:
+            override = parser.parse_override(str(line))
+            key = override.key_or_group + (f"@{override.package}" if override.package else "")
+            if override.is_delete():
+                parsed[key] = "~"
+            elif override.is_sweep_override():
+                parsed[key] = override.get_value_element_as_str()
+            else:
+                parsed[key] = _value_text(override.value())
+        except HydraException:  # not Hydra's grammar (hand-edited file): the plain key=value split
+            key, _, value = str(line).lstrip("+~").partition("=")
+            parsed[key] = value
+    return parsed
+
+
+def _ignored(key: str) -> bool:
+    return key in IGNORED_KEYS or key.startswith(IGNORED_PREFIXES)
+
+
+def _select(config: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        if not isinstance(config, dict) or part not in config:
+            return None
+        config = config[part]
+    return config
+
+
+def _read_yaml(path: Path) -> Any:
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def _settings(run_dir: Path) -> tuple[dict[str, Any], dict[str, str], str | None, dict[str, str]]:
+    """(config, settings without the seed, seed, overrides) of a run directory from its .hydra files."""
+    hydra_dir = run_dir / ".hydra"
+    config = _read_yaml(hydra_dir / "config.yaml") or {}
+    overrides_file = hydra_dir / "overrides.yaml"
+    overrides = parse_overrides(_read_yaml(overrides_file) or []) if overrides_file.is_file() else {}
+    settings = {}
+    for key in ALWAYS_SHOWN:
+        value = _select(config, key)
+        if value is not None:
+            settings[key] = _value_text(value)
+    for key, value in overrides.items():
+        group_choice_shown = any(shown.startswith(f"{key}.") for shown in settings)  # embeddings= vs .kind
+        if key != REPLICATE_KEY and not _ignored(key) and not group_choice_shown:
+            settings[key] = value
+    seed = _select(config, REPLICATE_KEY)
+    return config, settings, None if seed is None else _value_text(seed), overrides
+
+
+def _training_run(config: dict[str, Any], run_dir: Path) -> Path | None:
+    """The training run directory of an evaluated checkpoint (``<run>/checkpoints/<name>.pt``), if any."""
+    if _select(config, "tagger.kind") != "checkpoint" or not isinstance(_select(config, "tagger.path"), str):
+        return None
+    checkpoint = Path(_select(config, "tagger.path"))
+    if not checkpoint.is_absolute():  # relative to the directory evaluate.py was started in
+        hydra_file = run_dir / ".hydra" / "hydra.yaml"
+        cwd = _select(_read_yaml(hydra_file) or {}, "hydra.runtime.cwd") if hydra_file.is_file() else None
+        checkpoint = Path(cwd or ".") / checkpoint
+    train_dir = checkpoint.parent.parent
+    if (train_dir / ".hydra" / "config.yaml").is_file() and train_dir.resolve() != run_dir.resolve():
+        return train_dir
+    return None
+
+
+def load_run(run_dir: str | Path) -> Run:
+    run_dir = Path(run_dir)
+    try:
+        config, settings, seed, overrides = _settings(run_dir)
+        train_dir = _training_run(config, run_dir)
+        if train_dir is not None:  # an evaluation: the model's settings, replicated over its training seed
+            _, train_settings, train_seed, _ = _settings(train_dir)
+            own = {key: value for key, value in settings.items() if key != "tagger.path" and key not in ALWAYS_SHOWN}
+            if REPLICATE_KEY in overrides:  # the evaluation's own seed (sampling) is a setting, not the replicate
+                own["evaluate.seed"] = overrides[REPLICATE_KEY]
+            settings, seed = {**train_settings, **own}, train_seed
+    except (OSError, yaml.YAMLError) as error:
+        return Run(run_dir, {}, None, None, problem=f"unreadable .hydra files ({error})")
+    metrics_file = run_dir / "metrics.json"
+    if not metrics_file.is_file():
+        return Run(run_dir, settings, seed, None)
+    try:
+        payload = json.loads(metrics_file.read_text(encoding="utf-8"))
+        raw = payload["metrics"]
+        if not isinstance(raw, dict):
+            raise TypeError("'metrics' is not an object")
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        return Run(run_dir, settings, seed, None, problem=f"unreadable metrics.json ({error})")
+    metrics = {key: float(value) for key, value in raw.items()
+               if isinstance(value, (int, float)) and not isinstance(value, bool)}
+    return Run(run_dir, settings, seed, metrics)
+
+
+def aggregate(runs: Sequence[Run]) -> Aggregate:
+    finished = [run for run in runs if run.metrics is not None]
+    unfinished = [run for run in runs if run.metrics is None and run.problem is None]
+    unreadable = [run for run in runs if run.problem is not None]
+    if not runs:
+        raise AggregateError("no runs to aggregate")
+    if not finished:
+        raise AggregateError(f"none of the {len(runs)} runs has finished (no readable metrics.json)")
+    candidates = list(dict.fromkeys(key for run in finished for key in run.settings))
+    keys = [key for key in candidates
+            if key in ALWAYS_SHOWN or len({run.settings.get(key) for run in finished}) > 1]
+    groups: dict[tuple, Group] = {}
+    for run in finished:
+        values = tuple(run.settings.get(key) for key in keys)
+        groups.setdefault(values, Group(values)).runs.append(run)
+    metrics = list(dict.fromkeys(metric for run in finished for metric in run.metrics))
+    return Aggregate(keys, list(groups.values()), metrics, unfinished, unreadable)
+
+
+def duplicate_seeds(result: Aggregate) -> list[str]:
+    """Warnings for groups holding one seed twice (the same run given twice, or two sweeps of one config)."""
+    warnings = []
+    for group in result.groups:
+        seen: dict[str | None, Path] = {}
+        for run in group.runs:
+            if run.seed in seen:
+                warnings.append(f"{_label(result.keys, group.values)}: seed {run.seed} in {seen[run.seed]} and "
+                                f"{run.path}")
+            seen.setdefault(run.seed, run.path)
+    return warnings
+
+
+def _label(keys: Sequence[str], values: Sequence[str | None]) -> str:
+    return ", ".join(f"{key}={value}" for key, value in zip(keys, values)) or "all runs"
+
+
+def _cell(row: dict[str, Any] | None) -> str:
+    if row is None:
+        return ""
+    if math.isnan(row["std"]):
+        return f"{row['mean']:.4f}" if row["n"] == 1 else "nan"
+    return f"{row['mean']:.4f} ± {row['std']:.4f}"
+
+
+def to_markdown(result: Aggregate) -> str:
+    """A metrics x groups table of mean ± std, then the runs left out."""
+    rows = result.rows()
+    by_cell = {(tuple(row[k] for k in result.keys), row["metric"]): row for row in rows}
+    n_runs = sum(len(group.runs) for group in result.groups)
+    grouped_by = ", ".join(f"`{key}`" for key in result.keys) or "nothing (one configuration)"
+    lines = ["# Sweep aggregate", "",
+             (f"Finished runs: {n_runs}, in {len(result.groups)} group(s) by {grouped_by}; "
+              f"mean ± sample std (n - 1) over `{REPLICATE_KEY}`."), ""]
+    headers = ["metric"] + [f"{_label(result.keys, g.values)} (n={len(g.runs)}; {REPLICATE_KEY} "
+                            f"{','.join(str(r.seed) for r in g.runs)})" for g in result.groups]
+    lines.append("| " + " | ".join(headers) + " |")
+    lines.append("|" + "---|" * len(headers))
+    for metric in result.metrics:
+        cells = []
+        for group in result.groups:
+            row = by_cell.get((group.values, metric))
+            cells.append(_cell(row) + (f" (n={row['n']})" if row and row["n"] != len(group.runs) else ""))
+        lines.append("| " + " | ".join([metric] + cells) + " |")
+    if result.unfinished:
+        lines += ["", f"Unfinished (no metrics.json yet): {len(result.unfinished)}", ""]
+        lines += [f"- `{run.path}`" for run in result.unfinished]
+    if result.unreadable:
+        lines += ["", f"Unreadable: {len(result.unreadable)}", ""]
+        lines += [f"- `{run.path}`: {run.problem}" for run in result.unreadable]
+    return "\n".join(lines) + "\n"
+
+
+def write_csv(path: Path, result: Aggregate) -> None:
+    columns = [*result.keys, "metric", "n", "mean", "std", "seeds"]
+    with atomic_path(path) as tmp, tmp.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        for row in result.rows():
+            writer.writerow({**row, "std": "" if math.isnan(row["std"]) else repr(row["std"]),
+                             "mean": repr(row["mean"])})
+
+
+def default_output_dir(paths: Sequence[str | Path]) -> Path:
+    """The one directory given, else the deepest directory above all of them."""
+    resolved = [str(Path(p).resolve()) for p in paths]
+    return Path(resolved[0] if len(resolved) == 1 else os.path.commonpath(resolved))
+
+
+def run(paths: Sequence[str | Path], output_dir: str | Path | None = None) -> tuple[Aggregate, Path, Path]:
+    """Aggregate the runs under ``paths``; write aggregate.csv and aggregate.md into ``output_dir``."""
+    run_dirs = find_run_dirs(paths)
+    if not run_dirs:
+        raise AggregateError(f"no Hydra run directories (with .hydra/config.yaml) under {', '.join(map(str, paths))}")
+    result = aggregate([load_run(path) for path in run_dirs])
+    out = Path(output_dir) if output_dir is not None else default_output_dir(paths)
+    csv_path, md_path = out / "aggregate.csv", out / "aggregate.md"
+    write_csv(csv_path, result)
+    atomic_write_text(md_path, to_markdown(result))
+    return result, csv_path, md_path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="aggregate.py", description=__doc__.split("\n\n")[0],
+        epilog="Example: python aggregate.py logs/train/multiruns/2025-01-31_12-00-00")
+    parser.add_argument("paths", nargs="+", help="a sweep directory, or run directories (searched recursively)")
+    parser.add_argument("-o", "--output-dir", help="where aggregate.csv and aggregate.md go (default: the one "
+                                                   "directory given, else the common parent of all)")
+    args = parser.parse_args(argv)
+    try:
+        result, csv_path, md_path = run(args.paths, args.output_dir)
+    except AggregateError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    for run_ in result.unfinished:
+        print(f"unfinished (no metrics.json): {run_.path}", file=sys.stderr)
+    for run_ in result.unreadable:
+        print(f"skipped: {run_.path}: {run_.problem}", file=sys.stderr)
+    for warning in duplicate_seeds(result):
+        print(f"warning: {warning}", file=sys.stderr)
+    print(md_path.read_text(encoding="utf-8"), end="")
+    print(f"wrote {csv_path} and {md_path}", file=sys.stderr)
+    return 0
