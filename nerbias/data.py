@@ -82,22 +82,27 @@ class Encoder:
 
     def batch(self, token_lists: Sequence[Sequence[str]], tag_lists: Sequence[Sequence[str]] | None = None,
               index: Sequence[int] | None = None) -> Batch:
+        # Ids are gathered in flat Python lists and turned into tensors once: per-token
+        # tensor construction dominated inference time on short template sentences.
         size = len(token_lists)
-        length = max(len(tokens) for tokens in token_lists)
-        word_len = max(min(len(token), self.max_word_length) for tokens in token_lists for token in tokens)
+        lengths = [len(tokens) for tokens in token_lists]
+        length = max(lengths)
+        clipped = [[token[: self.max_word_length] for token in tokens] for tokens in token_lists]
+        word_len = max(1, max(len(token) for tokens in clipped for token in tokens))
         words = torch.zeros(size, length, dtype=torch.long)
-        chars = torch.zeros(size, length, max(word_len, 1), dtype=torch.long)
-        mask = torch.zeros(size, length, dtype=torch.bool)
-        tags = torch.zeros(size, length, dtype=torch.long) if tag_lists is not None else None
-        for row, tokens in enumerate(token_lists):
-            n = len(tokens)
-            words[row, :n] = torch.tensor(self.word_ids(tokens))
-            mask[row, :n] = True
-            for col, token in enumerate(tokens):
-                ids = self.char_ids(token)
-                chars[row, col, : len(ids)] = torch.tensor(ids)
-            if tags is not None:
-                tags[row, :n] = torch.tensor(self.tags.lookup_all(tag_lists[row]))
+        chars = torch.zeros(size, length, word_len, dtype=torch.long)
+        mask = torch.arange(length).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)
+        flat_words = [i for tokens in token_lists for i in self.word_ids(tokens)]
+        words[mask] = torch.tensor(flat_words, dtype=torch.long)
+        char_lookup = self.chars.index.get
+        unk = self.chars.unk_index
+        flat_chars = [[char_lookup(c, unk) for c in token] + [0] * (word_len - len(token))
+                      for tokens in clipped for token in tokens]
+        chars[mask] = torch.tensor(flat_chars, dtype=torch.long).view(-1, word_len)
+        tags = None
+        if tag_lists is not None:
+            tags = torch.zeros(size, length, dtype=torch.long)
+            tags[mask] = torch.tensor([i for t in tag_lists for i in self.tags.lookup_all(t)], dtype=torch.long)
         return Batch(words, chars, mask, tags, list(index) if index is not None else list(range(size)))
 
 
