@@ -2,6 +2,7 @@
 
 import json
 import logging
+import time
 
 import pytest
 
@@ -18,7 +19,11 @@ def test_offline_run_logs_config_history_summary_and_checkpoint(tiny_data_dir, t
     metrics = run_training(cfg, out)
     runs = list((out / "wandb").glob("offline-run-*"))
     assert len(runs) == 1
+    deadline = time.time() + 20  # the W&B service may still be flushing the log after finish()
     logged = read_offline_run(runs[0])
+    while "test_f1" not in logged["summary"] and time.time() < deadline:
+        time.sleep(0.5)
+        logged = read_offline_run(runs[0])
     assert logged["config"]["trainer"]["max_epochs"] == 2
     assert logged["config"]["embeddings"]["kind"] == "random"
     saved = json.loads((out / "metrics.json").read_text())
