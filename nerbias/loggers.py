@@ -148,6 +148,8 @@ def read_offline_run(run_dir: str | Path) -> dict[str, Any]:
         if kind == 0 and length == 0:
             offset += left_in_block
             continue
+        if offset + 7 + length > len(data):
+            break  # a record still being written: read what is complete
         chunk = data[offset + 7:offset + 7 + length]
         offset += 7 + length
         if kind == 1:
@@ -165,7 +167,10 @@ def read_offline_run(run_dir: str | Path) -> dict[str, Any]:
     artifacts: list[dict[str, str]] = []
     for payload in payloads:
         record = wandb_internal_pb2.Record()
-        record.ParseFromString(payload)
+        try:
+            record.ParseFromString(payload)
+        except Exception:  # protobuf's DecodeError: a torn write at the end of a live log
+            break
         which = record.WhichOneof("record_type")
         if which == "history":
             history.append({item.key or "/".join(item.nested_key): json.loads(item.value_json)
