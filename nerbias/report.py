@@ -484,24 +484,28 @@ def plot_name_tsne(vectors: Mapping[str, np.ndarray], group_of: Mapping[str, str
 _MEASURE_TITLES = {"type1": "type 1 (not PERSON)", "type2": "type 2 (other type)", "type3": "type 3 (untagged)"}
 
 
+def _census_panels(boot: pd.DataFrame, template: int, axes):
+    """(row, axis, error type, weighting, that measure's rows by year) for the 2 x 3 census panels."""
+    part = boot[boot["template"] == template].sort_values("year")
+    for row, (suffix, weighting) in enumerate((("w", "weighted"), ("u", "unweighted"))):
+        for column, kind in enumerate(("type1", "type2", "type3")):
+            yield row, axes[row][column], kind, weighting, part[part["measure"] == f"{kind}_{suffix}"]
+
+
 def plot_census_bands(boot: pd.DataFrame, path: str | Path, template: int, title: str | None = None) -> Path:
     """Per-year error rates of female and male names, 2 x 3 panels (weighted / unweighted x
     types 1-3), each with its bootstrap band: the census paper's figure with intervals."""
-    part = boot[boot["template"] == template].sort_values("year")
     figure, axes = _figure(2, 3, 5, 3.4)
-    for row, (suffix, weighting) in enumerate((("w", "weighted"), ("u", "unweighted"))):
-        for column, kind in enumerate(("type1", "type2", "type3")):
-            axis = axes[row][column]
-            series = part[part["measure"] == f"{kind}_{suffix}"]
-            for sex, label, color in (("F", "female", "tab:red"), ("M", "male", "tab:blue")):
-                axis.fill_between(series["year"], series[f"{sex}_low"], series[f"{sex}_high"], color=color, alpha=0.2,
-                                  linewidth=0)
-                axis.plot(series["year"], series[sex], color=color, label=label, linewidth=1.1)
-            axis.set_title(f"{_MEASURE_TITLES[kind]}, {weighting}", fontsize=9)
-            axis.set_ylabel("error rate")
-            axis.grid(alpha=0.3)
-            if row == 1:
-                axis.set_xlabel("year")
+    for row, axis, kind, weighting, series in _census_panels(boot, template, axes):
+        for sex, label, color in (("F", "female", "tab:red"), ("M", "male", "tab:blue")):
+            axis.fill_between(series["year"], series[f"{sex}_low"], series[f"{sex}_high"], color=color, alpha=0.2,
+                              linewidth=0)
+            axis.plot(series["year"], series[sex], color=color, label=label, linewidth=1.1)
+        axis.set_title(f"{_MEASURE_TITLES[kind]}, {weighting}", fontsize=9)
+        axis.set_ylabel("error rate")
+        axis.grid(alpha=0.3)
+        if row == 1:
+            axis.set_xlabel("year")
     axes[0][0].legend(fontsize=8)
     sentence = " ".join(["<Name>", census.TEMPLATES.get(template, "")]).strip()
     figure.suptitle(title or f"Census template {template} (\"{sentence}\"): errors by year, 95% bands over names")
@@ -511,21 +515,17 @@ def plot_census_bands(boot: pd.DataFrame, path: str | Path, template: int, title
 def plot_census_gap(boot: pd.DataFrame, path: str | Path, template: int, title: str | None = None) -> Path:
     """Female - male gap of each error measure per year with its bootstrap band; above 0 means
     female names are mis-tagged more often."""
-    part = boot[boot["template"] == template].sort_values("year")
     figure, axes = _figure(2, 3, 5, 3.4)
-    for row, (suffix, weighting) in enumerate((("w", "weighted"), ("u", "unweighted"))):
-        for column, kind in enumerate(("type1", "type2", "type3")):
-            axis = axes[row][column]
-            series = part[part["measure"] == f"{kind}_{suffix}"]
-            axis.fill_between(series["year"], series["gap_low"], series["gap_high"], color="tab:purple", alpha=0.25,
-                              linewidth=0, label="95% interval")
-            axis.plot(series["year"], series["gap"], color="tab:purple", linewidth=1.1, label="female - male")
-            axis.axhline(0, color="black", linewidth=0.8)
-            axis.set_title(f"{_MEASURE_TITLES[kind]}, {weighting}", fontsize=9)
-            axis.set_ylabel("female - male error rate")
-            axis.grid(alpha=0.3)
-            if row == 1:
-                axis.set_xlabel("year")
+    for row, axis, kind, weighting, series in _census_panels(boot, template, axes):
+        axis.fill_between(series["year"], series["gap_low"], series["gap_high"], color="tab:purple", alpha=0.25,
+                          linewidth=0, label="95% interval")
+        axis.plot(series["year"], series["gap"], color="tab:purple", linewidth=1.1, label="female - male")
+        axis.axhline(0, color="black", linewidth=0.8)
+        axis.set_title(f"{_MEASURE_TITLES[kind]}, {weighting}", fontsize=9)
+        axis.set_ylabel("female - male error rate")
+        axis.grid(alpha=0.3)
+        if row == 1:
+            axis.set_xlabel("year")
     axes[0][0].legend(fontsize=8)
     figure.suptitle(title or f"Census template {template}: female - male gap by year, 95% bootstrap interval")
     return _save(figure, path, dpi=100)
