@@ -1,7 +1,12 @@
 """Evaluate a tagger on a corpus (see configs/evaluate.yaml)."""
 
 import logging
+import os
 import sys
+
+# oneDNN caches one LSTM primitive (with its workspace) per input shape, up to 1024; the
+# bias corpora produce many (batch, length) shapes, so a small cache keeps memory flat.
+os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "16")
 
 import hydra
 from hydra.core.hydra_config import HydraConfig

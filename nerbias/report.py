@@ -403,7 +403,8 @@ def plot_ecdf_grid(tables: Mapping[str, NameTable], path: str | Path, column: st
         axis.set_xlim(-0.02, 1.02)
         axis.grid(alpha=0.3)
         axis.legend(fontsize=6, loc="upper left")
-    figure.suptitle(title or f"ECDF of {column} by {by}; shaded: {confidence:.0%} bootstrap band over names")
+    figure.suptitle(title or f"ECDF of {column} by {by}; shaded: {confidence:.0%} bootstrap band over names",
+                    fontsize=9, wrap=True)  # long titles otherwise overflow a one-panel figure
     return _save(figure, path)
 
 

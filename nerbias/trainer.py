@@ -46,18 +46,36 @@ def load_data(cfg: Mapping[str, Any]) -> dict[str, list[Sentence]]:
     return splits
 
 
-def build_tagger(cfg: DictConfig, train: Sequence[Sentence]) -> NerTagger:
-    """Vocabularies and model from config; pretrained vectors from ``embeddings``."""
+def name_coverage(keyed, emb: DictConfig) -> dict[str, Any]:
+    """Which evaluation names the pretrained vocabulary lacks (the paper lists them per embedding)."""
+    from nerbias.embeddings import coverage
+    from nerbias.names import load_names
+
+    names = load_names(emb.get("coverage_names"))
+    listed = [n for n in names.names if n != names.oov]
+    found, missing = coverage(keyed, listed, emb.lowercase)
+    return {"names": len(listed), "found": len(found), "missing": missing,
+            "missing_by_group": {n: names.group_of[n] for n in missing}}
+
+
+def build_tagger(cfg: DictConfig, train: Sequence[Sentence]) -> tuple[NerTagger, dict[str, Any] | None]:
+    """Vocabularies and model from config; pretrained vectors from ``embeddings``.
+
+    Returns the tagger and, for pretrained embeddings, the coverage of the evaluation names.
+    """
     emb = cfg.embeddings
     resolved = OmegaConf.to_container(cfg, resolve=True)
     model_cfg = dict(OmegaConf.to_container(cfg.model, resolve=True))
     model_cfg["word_dim"] = emb.dim
     model_cfg["freeze_words"] = emb.get("freeze", False)
     if emb.kind == "random":
-        return NerTagger.build(train, model_cfg, lowercase_words=emb.lowercase, config=resolved)
+        return NerTagger.build(train, model_cfg, lowercase_words=emb.lowercase, config=resolved), None
     source = emb.get("path") or emb.source
     keyed = load_keyed_vectors(emb.source, emb.get("path"))
     log.info("%s: %d pretrained vectors of dimension %d", source, len(keyed.index_to_key), keyed.vector_size)
+    names = name_coverage(keyed, emb)
+    log.info("%s covers %d of %d evaluation names; missing: %s", source, names["found"], names["names"],
+             ", ".join(f"{n} ({g})" for n, g in names["missing_by_group"].items()) or "none")
     pretrained_words = keyed.index_to_key if emb.get("include_pretrained_vocab", True) else []
     if emb.lowercase:
         pretrained_words = list(dict.fromkeys(w.lower() for w in pretrained_words))
@@ -67,8 +85,9 @@ def build_tagger(cfg: DictConfig, train: Sequence[Sentence]) -> NerTagger:
         log.info("word vocabulary %d, %d with pretrained vectors", len(words), hits)
         return torch.from_numpy(values)
 
-    return NerTagger.build(train, model_cfg, pretrained_words=pretrained_words, lowercase_words=emb.lowercase,
-                           config=resolved, word_matrix_fn=matrix)
+    tagger = NerTagger.build(train, model_cfg, pretrained_words=pretrained_words, lowercase_words=emb.lowercase,
+                             config=resolved, word_matrix_fn=matrix)
+    return tagger, names
 
 
 def evaluate_split(tagger: NerTagger, sentences: Sequence[Sentence], batch_size: int, desc: str,
@@ -182,7 +201,11 @@ class Trainer:
             check_same_run(payload.get("config") or {}, OmegaConf.to_container(cfg, resolve=True), resume_from)
             tagger = NerTagger.from_state(payload, source=str(resume_from)).to(self.device)
         else:
-            tagger = build_tagger(cfg, data["train"]).to(self.device)
+            tagger, names = build_tagger(cfg, data["train"])
+            tagger.to(self.device)
+            if names is not None:
+                atomic_write_json(self.output_dir / "embedding_coverage.json", names)
+                logger.summary({"embedding_names_found": names["found"], "embedding_names_missing": names["missing"]})
         model = tagger.model
         optimizer = TaggerOptimizer(model, tcfg)
         if resume_from is not None:

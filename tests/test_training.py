@@ -132,3 +132,31 @@ def test_resuming_refuses_a_checkpoint_of_another_configuration(tiny_data_dir, t
     train_in_process(tiny_data_dir, out)
     with pytest.raises(NerbiasError, match="different seed"):
         train_in_process(tiny_data_dir, out, ["trainer.resume=true", "seed=7"])
+
+
+def test_conceptnet_embeddings_train_and_report_name_coverage(tiny_data_dir, tmp_path):
+    import random
+
+    from nerbias.names import load_names
+
+    words = {t.split()[0].lower() for t in (tiny_data_dir / "conll2003" / "eng.train").read_text().splitlines()
+             if t and not t.startswith("-DOCSTART-")}
+    words |= {"valentina", "ximena"}  # evaluation names absent from the training text
+    rng = random.Random(0)
+    lines = [f"/c/en/{w} " + " ".join(f"{rng.uniform(-1, 1):.3f}" for _ in range(8)) for w in sorted(words)]
+    lines.append("/c/fr/bonjour " + " ".join("0.1" for _ in range(8)))
+    path = tmp_path / "numberbatch.txt"
+    path.write_text(f"{len(lines)} 8\n" + "\n".join(lines) + "\n")
+    out = tmp_path / "run"
+    overrides = [o for o in tiny_train_overrides(tiny_data_dir) if not o.startswith(("embeddings", "model.char"))]
+    cfg = compose_config("train", overrides + ["embeddings=conceptnet", f"embeddings.path={path}", "embeddings.dim=8",
+                                               f"paths.output_dir={out}"])
+    metrics = run_training(cfg, out)
+    assert 0 <= metrics["test_f1"] <= 1
+    coverage = json.loads((out / "embedding_coverage.json").read_text())
+    names = load_names()
+    expected_found = [n for n in names.names if n != names.oov and n.lower() in words]
+    assert {"Valentina", "Ximena", "Lakisha"} <= set(expected_found)
+    assert coverage["names"] == 121 and coverage["found"] == len(expected_found)
+    assert "Aaliyah" in coverage["missing"] and "Valentina" not in coverage["missing"]
+    assert coverage["missing_by_group"]["Aaliyah"] == "Black Female"
