@@ -53,7 +53,7 @@ class Batch:
     """Padded tensors of a batch; ``index`` gives each row's position in the source list."""
 
     words: Tensor  # [batch, time] word ids
-    chars: Tensor  # [batch, time, max_word_len] char ids
+    chars: Tensor  # [batch, time, max_word_len] char ids; ELMo's [batch, time, 50] ids for an ELMo encoder
     mask: Tensor  # [batch, time] bool
     tags: Tensor | None  # [batch, time] tag ids (O at padding)
     index: list[int]
@@ -64,13 +64,18 @@ class Batch:
 
 
 class Encoder:
-    """Turns token lists into id tensors with the model's vocabularies."""
+    """Turns token lists into id tensors with the model's vocabularies.
+
+    ``elmo_chars``: ``Batch.chars`` holds ELMo's character ids (UTF-8 bytes of the raw token,
+    ``nerbias.elmo.batch_to_char_ids``) instead of ids in the ``chars`` vocabulary.
+    """
 
     def __init__(self, words: Vocabulary, chars: Vocabulary, tags: Vocabulary, lowercase_words: bool,
-                 max_word_length: int = 30):
+                 max_word_length: int = 30, elmo_chars: bool = False):
         self.words, self.chars, self.tags = words, chars, tags
         self.lowercase_words = lowercase_words
         self.max_word_length = max_word_length
+        self.elmo_chars = elmo_chars
 
     def word_ids(self, tokens: Sequence[str]) -> list[int]:
         if self.lowercase_words:
@@ -90,15 +95,20 @@ class Encoder:
         clipped = [[token[: self.max_word_length] for token in tokens] for tokens in token_lists]
         word_len = max(1, max(len(token) for tokens in clipped for token in tokens))
         words = torch.zeros(size, length, dtype=torch.long)
-        chars = torch.zeros(size, length, word_len, dtype=torch.long)
         mask = torch.arange(length).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)
         flat_words = [i for tokens in token_lists for i in self.word_ids(tokens)]
         words[mask] = torch.tensor(flat_words, dtype=torch.long)
-        char_lookup = self.chars.index.get
-        unk = self.chars.unk_index
-        flat_chars = [[char_lookup(c, unk) for c in token] + [0] * (word_len - len(token))
-                      for tokens in clipped for token in tokens]
-        chars[mask] = torch.tensor(flat_chars, dtype=torch.long).view(-1, word_len)
+        if self.elmo_chars:
+            from nerbias.elmo import batch_to_char_ids
+
+            chars = batch_to_char_ids(token_lists)
+        else:
+            chars = torch.zeros(size, length, word_len, dtype=torch.long)
+            char_lookup = self.chars.index.get
+            unk = self.chars.unk_index
+            flat_chars = [[char_lookup(c, unk) for c in token] + [0] * (word_len - len(token))
+                          for tokens in clipped for token in tokens]
+            chars[mask] = torch.tensor(flat_chars, dtype=torch.long).view(-1, word_len)
         tags = None
         if tag_lists is not None:
             tags = torch.zeros(size, length, dtype=torch.long)

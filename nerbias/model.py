@@ -1,9 +1,13 @@
-"""The tagger: word embedding (+ character CNN) -> BiLSTM -> constrained CRF."""
+"""The tagger: word embedding (+ character CNN) -> BiLSTM -> constrained CRF.
+
+With ``TaggerConfig.elmo`` set, an ELMo token encoder (``nerbias.elmo``) replaces the word
+embedding and character CNN: its scalar mix of biLM layers is the BiLSTM's only input.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -25,6 +29,9 @@ class TaggerConfig:
     word_dropout: float = 0.05  # chance a training token is replaced by <unk>, so <unk> is learned
     sparse_word_gradients: bool = True  # 400k-row tables: update only the rows a batch uses
     constrain_transitions: bool = True
+    # ELMo token encoder instead of word + char features: {"options": <options.json layout>,
+    # "freeze_lm": bool, "dropout": float} (plain values, so checkpoints load with weights_only).
+    elmo: Mapping[str, Any] | None = None
 
 
 class CharCNN(nn.Module):
@@ -61,19 +68,33 @@ class BiLSTMCRFTagger(nn.Module):
     """
 
     def __init__(self, num_words: int, num_chars: int, tags: Sequence[str], config: TaggerConfig,
-                 pretrained: Tensor | None = None, unk_index: int = 1):
+                 pretrained: Tensor | None = None, unk_index: int = 1, token_encoder: nn.Module | None = None):
         super().__init__()
         self.config = config
         self.unk_index = unk_index
-        self.words = nn.Embedding(num_words, config.word_dim, padding_idx=0, sparse=config.sparse_word_gradients)
-        if pretrained is not None:
-            if tuple(pretrained.shape) != (num_words, config.word_dim):
-                raise ValueError(f"pretrained matrix has shape {tuple(pretrained.shape)}, expected "
-                                 f"{(num_words, config.word_dim)}")
-            self.words.weight.data.copy_(pretrained)
-        self.words.weight.requires_grad_(not config.freeze_words)
-        self.chars = CharCNN(num_chars, config.char_dim, config.char_filters, config.char_widths) if config.char_cnn else None
-        input_dim = config.word_dim + (self.chars.output_dim if self.chars is not None else 0)
+        if token_encoder is None and config.elmo is not None:
+            from nerbias.elmo import ElmoTokenEncoder
+
+            token_encoder = ElmoTokenEncoder(config.elmo["options"], freeze_lm=bool(config.elmo.get("freeze_lm", False)),
+                                             dropout=float(config.elmo.get("dropout", 0.0)))
+        if token_encoder is not None:
+            # ELMo: token representations from characters alone; no word table, no char CNN.
+            self.token_encoder = token_encoder
+            self.words = None
+            self.chars = None
+            input_dim = token_encoder.output_dim
+        else:
+            self.token_encoder = None
+            self.words = nn.Embedding(num_words, config.word_dim, padding_idx=0, sparse=config.sparse_word_gradients)
+            if pretrained is not None:
+                if tuple(pretrained.shape) != (num_words, config.word_dim):
+                    raise ValueError(f"pretrained matrix has shape {tuple(pretrained.shape)}, expected "
+                                     f"{(num_words, config.word_dim)}")
+                self.words.weight.data.copy_(pretrained)
+            self.words.weight.requires_grad_(not config.freeze_words)
+            self.chars = (CharCNN(num_chars, config.char_dim, config.char_filters, config.char_widths)
+                          if config.char_cnn else None)
+            input_dim = config.word_dim + (self.chars.output_dim if self.chars is not None else 0)
         self.dropout = nn.Dropout(config.dropout)
         self.lstm = nn.LSTM(input_dim, config.lstm_hidden, num_layers=config.lstm_layers, batch_first=True,
                             bidirectional=True, dropout=config.dropout if config.lstm_layers > 1 else 0.0)
@@ -81,14 +102,21 @@ class BiLSTMCRFTagger(nn.Module):
         self.crf = ConstrainedCRF(tags, constrain=config.constrain_transitions)
 
     def emissions(self, words: Tensor, chars: Tensor, mask: Tensor) -> Tensor:
-        """``[batch, time, tags]`` emission scores."""
-        if self.training and self.config.word_dropout > 0:
-            drop = torch.rand(words.shape, device=words.device) < self.config.word_dropout
-            words = torch.where(drop & mask, torch.full_like(words, self.unk_index), words)
-        features = [self.words(words)]
-        if self.chars is not None:
-            features.append(self.chars(chars))
-        hidden = self.dropout(torch.cat(features, dim=2))
+        """``[batch, time, tags]`` emission scores.
+
+        With a token encoder (ELMo), ``chars`` holds its character ids ``[batch, time, 50]``
+        and ``words`` is unused.
+        """
+        if self.token_encoder is not None:
+            hidden = self.dropout(self.token_encoder(chars, mask))
+        else:
+            if self.training and self.config.word_dropout > 0:
+                drop = torch.rand(words.shape, device=words.device) < self.config.word_dropout
+                words = torch.where(drop & mask, torch.full_like(words, self.unk_index), words)
+            features = [self.words(words)]
+            if self.chars is not None:
+                features.append(self.chars(chars))
+            hidden = self.dropout(torch.cat(features, dim=2))
         lengths = mask.sum(1).cpu()
         packed = nn.utils.rnn.pack_padded_sequence(hidden, lengths, batch_first=True, enforce_sorted=False)
         output, _ = self.lstm(packed)

@@ -440,6 +440,9 @@ def checkpoint_name_vectors(checkpoint: str | Path, names: Sequence[str]) -> dic
     from nerbias.tagger import NerTagger
 
     tagger = NerTagger.load(checkpoint)
+    if tagger.model.words is None:
+        raise NerbiasError(f"{checkpoint}: the model has no word-embedding table (ELMo-style), so there are "
+                           "no name vectors to project")
     weight = tagger.model.words.weight.detach().cpu().numpy()
     vectors = {}
     for name in names:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -56,7 +57,8 @@ class NerTagger:
         self.words, self.chars, self.tags = words, chars, tags
         self.lowercase_words = lowercase_words
         self.config = dict(config or {})
-        self.encoder = Encoder(words, chars, tags, lowercase_words)
+        self.encoder = Encoder(words, chars, tags, lowercase_words,
+                               elmo_chars=getattr(model, "token_encoder", None) is not None)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -66,16 +68,29 @@ class NerTagger:
         """Vocabularies from the training data (plus pretrained words), then the model.
 
         ``word_matrix_fn(words) -> Tensor`` gives initial word vectors (pretrained embeddings).
+        ``model_cfg["elmo"]`` (``nerbias.elmo.build_elmo_encoder``'s config: ``size``, ``char_cnn`` /
+        ``lstm`` overrides or ``options_file`` + ``weight_file``, ``freeze_lm``, ``dropout``) makes an
+        ELMo tagger; its resolved options are kept in the model config, so a checkpoint rebuilds
+        the encoder without the pretrained files.
         """
         normalise = (lambda w: w.lower()) if lowercase_words else (lambda w: w)
         words = Vocabulary.from_counts((normalise(t) for s in train for t in s.tokens), extra=pretrained_words)
         chars = Vocabulary.from_counts(c for s in train for t in s.tokens for c in t)
         types = sorted({span.label for s in train for span in s.spans} | set(ENTITY_TYPES))
         tags = Vocabulary(bioes_tag_set(types), with_specials=False)
+        model_cfg = dict(model_cfg)
+        elmo_spec = model_cfg.pop("elmo", None)
         tagger_cfg = tagger_config_from(model_cfg)
+        token_encoder = None
+        if elmo_spec is not None:
+            from nerbias.elmo import build_elmo_encoder
+
+            token_encoder = build_elmo_encoder(elmo_spec)
+            tagger_cfg.elmo = {"options": json.loads(json.dumps(token_encoder.bilm.options)),
+                               "freeze_lm": bool(token_encoder.freeze_lm), "dropout": float(token_encoder.dropout.p)}
         pretrained = word_matrix_fn(words.items) if word_matrix_fn is not None else None
         model = BiLSTMCRFTagger(len(words), len(chars), tags.items, tagger_cfg, pretrained=pretrained,
-                                unk_index=words.unk_index)
+                                unk_index=words.unk_index, token_encoder=token_encoder)
         return cls(model, words, chars, tags, lowercase_words, config)
 
     def state(self) -> dict[str, Any]:

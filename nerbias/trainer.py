@@ -61,11 +61,17 @@ def name_coverage(keyed, emb: DictConfig) -> dict[str, Any]:
 def build_tagger(cfg: DictConfig, train: Sequence[Sentence]) -> tuple[NerTagger, dict[str, Any] | None]:
     """Vocabularies and model from config; pretrained vectors from ``embeddings``.
 
-    Returns the tagger and, for pretrained embeddings, the coverage of the evaluation names.
+    Returns the tagger and, for pretrained word embeddings, the coverage of the evaluation names
+    (``embeddings=elmo`` has no word vocabulary: every token is encoded from its characters).
     """
     emb = cfg.embeddings
     resolved = OmegaConf.to_container(cfg, resolve=True)
     model_cfg = dict(OmegaConf.to_container(cfg.model, resolve=True))
+    if emb.kind == "elmo":
+        model_cfg["elmo"] = {key: value for key, value in OmegaConf.to_container(emb, resolve=True).items()
+                             if key in ("size", "options_file", "weight_file", "char_cnn", "lstm", "freeze_lm",
+                                        "dropout")}
+        return NerTagger.build(train, model_cfg, lowercase_words=emb.get("lowercase", False), config=resolved), None
     model_cfg["word_dim"] = emb.dim
     model_cfg["freeze_words"] = emb.get("freeze", False)
     if emb.kind == "random":

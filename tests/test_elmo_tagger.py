@@ -1,0 +1,95 @@
+"""`embeddings=elmo`: a tiny ELMo tagger trains on the tiny fixture, its checkpoint loads with
+weights_only and rebuilds the encoder, and names never seen get predictions from their characters."""
+
+import json
+
+import pytest
+import torch
+
+from conftest import compose_config, tiny_train_overrides
+from nerbias.elmo import ElmoTokenEncoder
+from nerbias.tagger import NerTagger
+from nerbias.trainer import run_training
+
+TINY_ELMO = [
+    "embeddings=elmo",
+    "embeddings.char_cnn={embedding:{dim:4},filters:[[1,4],[2,4]],n_highway:1}",
+    "embeddings.lstm={dim:16,projection_dim:8,n_layers:1}",
+]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def tiny_elmo_config(data_dir, output_dir, extra=()):
+    overrides = [o for o in tiny_train_overrides(data_dir) if not o.startswith(("embeddings", "model.char"))]
+    return compose_config("train", overrides + TINY_ELMO + [f"paths.output_dir={output_dir}", *extra])
+
+
+@pytest.fixture
+def trained(tiny_data_dir, tmp_path):
+    out = tmp_path / "run"
+    metrics = run_training(tiny_elmo_config(tiny_data_dir, out), out)
+    return out, metrics
+
+
+def test_elmo_tagger_trains_and_its_checkpoint_reloads(trained):
+    out, metrics = trained
+    saved = json.loads((out / "metrics.json").read_text())["metrics"]
+    assert saved == pytest.approx(metrics)
+    assert 0.0 <= saved["test_f1"] <= 1.0
+    assert not (out / "embedding_coverage.json").exists()  # no word vocabulary to cover names
+    payload = torch.load(out / "checkpoints" / "best.pt", weights_only=True)
+    elmo = payload["model_config"]["elmo"]
+    assert elmo["options"]["lstm"]["projection_dim"] == 8 and elmo["options"]["char_cnn"]["filters"] == [[1, 4], [2, 4]]
+    assert elmo["freeze_lm"] is False
+    assert any(key.startswith("token_encoder.bilm.") for key in payload["model_state"])
+    assert not any(key.startswith(("words.", "chars.")) for key in payload["model_state"])
+
+    tagger = NerTagger.load(out / "checkpoints" / "best.pt")
+    assert isinstance(tagger.model.token_encoder, ElmoTokenEncoder)
+    assert tagger.model.lstm.input_size == 16  # 2 x projection_dim
+    tokens = [["Maria", "visited", "Paris", "."], ["Syedtiastephen", "told", "Xochitl", "that", "he", "could", "pay", "."]]
+    predictions = tagger.predict(tokens)
+    assert [len(p.tags) for p in predictions] == [4, 8]  # unseen names get tags from their characters alone
+    for prediction in predictions:
+        assert len(prediction.confidences) == len(prediction.spans)
+        assert all(0.0 <= c <= 1.0 + 1e-6 for c in prediction.confidences)
+    # A reloaded checkpoint predicts exactly what the trained model did.
+    again = NerTagger.load(out / "checkpoints" / "best.pt")
+    assert [p.tags for p in again.predict(tokens)] == [p.tags for p in predictions]
+    probabilities = tagger.slot_probabilities(tokens, [0, 2])
+    assert all(0.0 <= p <= 1.0 + 1e-6 for p in probabilities)
+
+
+def test_elmo_batches_carry_elmo_character_ids(tiny_data_dir, tmp_path):
+    from nerbias.data import load_conll2003
+    from nerbias.elmo import batch_to_char_ids
+    from nerbias.trainer import build_tagger
+
+    cfg = tiny_elmo_config(tiny_data_dir, tmp_path / "run")
+    train = load_conll2003(tiny_data_dir, splits=("train",), verify_sizes=False)["train"]
+    tagger, names = build_tagger(cfg, train)
+    assert names is None
+    batch = tagger.encoder.batch([["Ahmed", "met", "Zz"], ["Hi"]])
+    assert torch.equal(batch.chars, batch_to_char_ids([["Ahmed", "met", "Zz"], ["Hi"]]))  # raw case, 50 ids
+    assert tagger.model.words is None and tagger.model.chars is None
+
+
+def test_frozen_elmo_trains_only_the_mix_and_tagger(tiny_data_dir, tmp_path):
+    from nerbias.data import load_conll2003
+    from nerbias.trainer import build_tagger
+
+    cfg = tiny_elmo_config(tiny_data_dir, tmp_path / "run", ["embeddings.freeze_lm=true"])
+    train = load_conll2003(tiny_data_dir, splits=("train",), verify_sizes=False)["train"]
+    tagger, _ = build_tagger(cfg, train)
+    encoder = tagger.model.token_encoder
+    assert not any(p.requires_grad for p in encoder.bilm.parameters())
+    assert all(p.requires_grad for p in encoder.scalar_mix.parameters())
+    rebuilt = NerTagger.from_state(tagger.state())
+    assert not any(p.requires_grad for p in rebuilt.model.token_encoder.bilm.parameters())
