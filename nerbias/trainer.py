@@ -312,10 +312,46 @@ class Trainer:
         return metrics
 
 
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+
+
+def bias_evaluation_configs(cfg: DictConfig, checkpoint: Path) -> list[tuple[str, DictConfig]]:
+    """One evaluate-style config per (corpus, casing) of ``cfg.bias_eval``.
+
+    Corpus settings come from ``configs/corpus/<name>.yaml`` (the same files evaluate.py uses),
+    with ``bias_eval.corpus_overrides.<name>`` on top.
+    """
+    spec = cfg.bias_eval
+    runs = []
+    for name in spec.corpora:
+        for lowercase in spec.lowercase:
+            corpus = OmegaConf.load(CONFIG_DIR / "corpus" / f"{name}.yaml")
+            corpus = OmegaConf.merge(corpus, spec.get("corpus_overrides", {}).get(name, {}), {"lowercase": lowercase})
+            eval_cfg = OmegaConf.create({
+                "paths": OmegaConf.to_container(cfg.paths, resolve=True), "seed": cfg.seed, "corpus": corpus,
+                "tagger": {"kind": "checkpoint", "path": str(checkpoint), "device": cfg.trainer.device,
+                           "batch_size": cfg.trainer.eval_batch_size},
+                "metrics": OmegaConf.to_container(spec.metrics), "shards_dir": None, "merge_shards": False})
+            runs.append((f"{name}{'_lower' if lowercase else ''}", eval_cfg))
+    return runs
+
+
 def run_training(cfg: DictConfig, output_dir: str | Path) -> dict[str, float]:
+    """Train and score on CoNLL-03; then, when ``bias_eval`` is set, evaluate the best checkpoint
+    on the bias corpora into ``<run dir>/bias/<corpus>[_lower]/``, logged to the same W&B run."""
     resolved = OmegaConf.to_container(cfg, resolve=True)
     logger = build_logger(resolved.get("logger"), resolved, save_dir=output_dir)
     try:
-        return Trainer(cfg, output_dir).fit(logger)
+        metrics = Trainer(cfg, output_dir).fit(logger)
+        if cfg.get("bias_eval"):
+            from nerbias.bias_eval import run_bias_evaluation
+
+            checkpoint = Path(output_dir) / "checkpoints" / "best.pt"
+            for name, eval_cfg in bias_evaluation_configs(cfg, checkpoint):
+                log.info("bias evaluation: %s", name)
+                run_dir = Path(output_dir) / "bias" / name
+                run_dir.mkdir(parents=True, exist_ok=True)
+                metrics.update(run_bias_evaluation(eval_cfg, run_dir, logger))
+        return metrics
     finally:
         logger.finish()

@@ -1,0 +1,61 @@
+"""Every experiment config runs end to end in a smoke-sized form (tiny data, tiny networks)."""
+
+import json
+import random
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import CONFIGS, compose_config, make_tiny_conll
+from nerbias.trainer import run_training
+
+EXPERIMENTS = sorted(p.stem for p in (CONFIGS / "experiment").glob("*.yaml"))
+TEMPLATES = ("occupation(0)\tother-participant(1)\tanswer\tsentence\n"
+             "nurse\tpatient\t0\tThe $OCCUPATION told the $PARTICIPANT that $NOM_PRONOUN could pay with cash .\n")
+NAMES = "name,group\nMaria,Hispanic Female\nGreg,White Male\nEmily,White Female\nSyedtiastephen,OOV\n"
+TINY = ["logger=none", "data.verify_sizes=false", "trainer.max_epochs=1", "trainer.device=cpu",
+        "model.lstm_hidden=8", "model.char_filters=4", "model.char_dim=4", "data.max_train_sentences=60",
+        "data.max_eval_sentences=20"]
+TINY_EMBEDDINGS = {
+    "glove": ["embeddings.include_pretrained_vocab=false"],
+    "conceptnet": ["embeddings.dim=4"],  # path added per test
+    "elmo": ["embeddings.char_cnn={embedding:{dim:4},filters:[[1,4],[2,4]],n_highway:1}",
+             "embeddings.lstm={dim:16,projection_dim:8,n_layers:1}"],
+}
+
+
+def numberbatch(path: Path, data_dir: Path) -> Path:
+    words = {line.split()[0].lower() for line in (data_dir / "conll2003" / "eng.train").read_text().splitlines()
+             if line and not line.startswith("-DOCSTART-")}
+    rng = random.Random(0)
+    rows = [f"/c/en/{w} " + " ".join(f"{rng.uniform(-1, 1):.2f}" for _ in range(4)) for w in sorted(words)]
+    path.write_text(f"{len(rows)} 4\n" + "\n".join(rows) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_experiment_runs_in_smoke_size(experiment, tmp_path):
+    data_dir = make_tiny_conll(tmp_path / "data", sizes=(60, 20, 40))
+    (data_dir / "winogender").mkdir()
+    (data_dir / "winogender" / "templates.tsv").write_text(TEMPLATES)
+    (tmp_path / "names.csv").write_text(NAMES)
+    out = tmp_path / "run"
+    probe = compose_config("train", [f"experiment={experiment}", "embeddings.path=x"])
+    kind = probe.embeddings.kind
+    overrides = [f"experiment={experiment}", f"paths.data_dir={data_dir}", f"paths.output_dir={out}", *TINY,
+                 *TINY_EMBEDDINGS.get(kind, [])]
+    if kind == "conceptnet":
+        overrides.append(f"embeddings.path={numberbatch(tmp_path / 'nb.txt', data_dir)}")
+    if probe.get("bias_eval"):
+        overrides += [f"+bias_eval.corpus_overrides.{name}.names={tmp_path / 'names.csv'}"
+                      for name in probe.bias_eval.corpora]
+        overrides += ["bias_eval.corpus_overrides.winogender.sample=24",
+                      "+bias_eval.corpus_overrides.insitu.verify_sizes=false"]
+    cfg = compose_config("train", overrides)
+    run_training(cfg, out)
+    assert 0 <= json.loads((out / "metrics.json").read_text())["metrics"]["test_f1"] <= 1
+    if probe.get("bias_eval"):
+        for name in ("winogender", "winogender_lower", "insitu", "insitu_lower"):
+            groups = pd.read_csv(out / "bias" / name / "per_group.csv")
+            assert {"White Male", "OOV"} <= set(groups["group"])
