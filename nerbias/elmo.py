@@ -400,11 +400,26 @@ class ElmoTokenEncoder(nn.Module):
         return self.dropout(mixed)
 
 
+def load_pretrained_lm(path: str | Path) -> ElmoBiLM:
+    """A biLM saved by ``pretrain_lm.py`` (``lm.pt``: options + weights, loads with weights_only)."""
+    from nerbias.checkpoint import load_checkpoint
+
+    payload = load_checkpoint(path)
+    if payload.get("kind") != "elmo-lm":
+        raise NerbiasError(f"{path}: not a language model saved by pretrain_lm.py")
+    bilm = ElmoBiLM(payload["options"])
+    bilm.load_state_dict(payload["bilm_state"])
+    return bilm
+
+
 def build_elmo_encoder(cfg: Mapping[str, Any] | None = None) -> ElmoTokenEncoder:
-    """From a flat config: ``options_file`` + ``weight_file`` (pretrained), else ``size`` (small | paper)
-    with optional ``char_cnn`` / ``lstm`` overrides; plus ``freeze_lm`` and ``dropout``."""
+    """From a flat config: ``pretrained_lm`` (an ``lm.pt`` of pretrain_lm.py), or ``options_file`` +
+    ``weight_file`` (official pretrained ELMo), else ``size`` (small | paper) with optional
+    ``char_cnn`` / ``lstm`` overrides; plus ``freeze_lm`` and ``dropout``."""
     cfg = dict(cfg or {})
-    if cfg.get("options_file") or cfg.get("weight_file"):
+    if cfg.get("pretrained_lm"):
+        bilm = load_pretrained_lm(cfg["pretrained_lm"])
+    elif cfg.get("options_file") or cfg.get("weight_file"):
         if not (cfg.get("options_file") and cfg.get("weight_file")):
             raise NerbiasError("pretrained ELMo needs both options_file and weight_file")
         bilm = load_elmo(cfg["options_file"], cfg["weight_file"])

@@ -69,8 +69,8 @@ def build_tagger(cfg: DictConfig, train: Sequence[Sentence]) -> tuple[NerTagger,
     model_cfg = dict(OmegaConf.to_container(cfg.model, resolve=True))
     if emb.kind == "elmo":
         model_cfg["elmo"] = {key: value for key, value in OmegaConf.to_container(emb, resolve=True).items()
-                             if key in ("size", "options_file", "weight_file", "char_cnn", "lstm", "freeze_lm",
-                                        "dropout")}
+                             if key in ("size", "pretrained_lm", "options_file", "weight_file", "char_cnn", "lstm",
+                                        "freeze_lm", "dropout")}
         return NerTagger.build(train, model_cfg, lowercase_words=emb.get("lowercase", False), config=resolved), None
     model_cfg["word_dim"] = emb.dim
     model_cfg["freeze_words"] = emb.get("freeze", False)

@@ -93,3 +93,43 @@ def test_frozen_elmo_trains_only_the_mix_and_tagger(tiny_data_dir, tmp_path):
     assert all(p.requires_grad for p in encoder.scalar_mix.parameters())
     rebuilt = NerTagger.from_state(tagger.state())
     assert not any(p.requires_grad for p in rebuilt.model.token_encoder.bilm.parameters())
+
+
+def test_pretrained_lm_is_learned_saved_and_used_by_the_tagger(tiny_data_dir, tmp_path):
+    from nerbias.elmo import load_pretrained_lm
+    from nerbias.lm_pretraining import pretrain
+
+    text = tmp_path / "text.txt"
+    text.write_text("Maria visited Paris on Monday .\nThe Bank of Japan said Greg was right .\n" * 20)
+    lm_dir = tmp_path / "lm"
+    cfg = compose_config("pretrain_lm", TINY_ELMO[1:] + [f"text={text}", "epochs=3", "batch_size=8", "lr=0.01",
+                                                         "logger=none", f"paths.output_dir={lm_dir}",
+                                                         f"paths.data_dir={tiny_data_dir}"])
+    final = pretrain(cfg, lm_dir)
+    history = json.loads((lm_dir / "metrics.json").read_text())["history"]
+    assert history[-1]["lm_loss"] < history[0]["lm_loss"]
+    assert final["perplexity"] == pytest.approx(history[-1]["perplexity"])
+    payload = torch.load(lm_dir / "lm.pt", weights_only=True)
+    assert payload["kind"] == "elmo-lm"
+    lm = load_pretrained_lm(lm_dir / "lm.pt")
+
+    out = tmp_path / "run"
+    tagger_cfg = tiny_elmo_config(tiny_data_dir, out, [f"embeddings.pretrained_lm={lm_dir / 'lm.pt'}",
+                                                      "embeddings.freeze_lm=true"])
+    run_training(tagger_cfg, out)
+    tagger = NerTagger.load(out / "checkpoints" / "best.pt")
+    trained = tagger.model.token_encoder.bilm.state_dict()
+    for key, value in lm.state_dict().items():  # frozen: the tagger kept the pretrained LM as it was
+        assert torch.equal(trained[key], value), key
+
+
+def test_pretrain_lm_rejects_bad_text(tmp_path):
+    from nerbias.errors import DataFormatError
+    from nerbias.lm_pretraining import read_text
+
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"fine line\nbro\xffken\n")
+    with pytest.raises(DataFormatError, match=r"bad.txt:2: not valid UTF-8"):
+        read_text(bad)
+    with pytest.raises(DataFormatError, match="not found"):
+        read_text(tmp_path / "missing.txt")
