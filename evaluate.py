@@ -1,8 +1,6 @@
 """Evaluate a tagger on a corpus (see configs/evaluate.yaml)."""
 
-import logging
 import os
-import sys
 
 # oneDNN caches one LSTM primitive (with its workspace) per input shape, up to 1024; the
 # bias corpora produce many (batch, length) shapes, so a small cache keeps memory flat.
@@ -12,21 +10,14 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from nerbias.errors import NerbiasError
-
-log = logging.getLogger("evaluate")
+from nerbias.errors import run_or_exit
 
 
 @hydra.main(version_base="1.3", config_path="configs", config_name="evaluate")
 def main(cfg: DictConfig) -> None:
     from nerbias.evaluation import run_evaluation
 
-    try:
-        run_evaluation(cfg, HydraConfig.get().runtime.output_dir)
-    except NerbiasError as error:
-        log.error("%s", error)  # into the run's log file
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
+    run_or_exit(run_evaluation, cfg, HydraConfig.get().runtime.output_dir, log_name="evaluate")
 
 
 if __name__ == "__main__":

@@ -1,27 +1,18 @@
 """Pretrain the ELMo-style biLM on raw text (see configs/pretrain_lm.yaml)."""
 
-import logging
-import sys
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from nerbias.errors import NerbiasError
-
-log = logging.getLogger("pretrain_lm")
+from nerbias.errors import run_or_exit
 
 
 @hydra.main(version_base="1.3", config_path="configs", config_name="pretrain_lm")
 def main(cfg: DictConfig) -> None:
     from nerbias.lm_pretraining import pretrain
 
-    try:
-        pretrain(cfg, HydraConfig.get().runtime.output_dir)
-    except NerbiasError as error:
-        log.error("%s", error)
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
+    run_or_exit(pretrain, cfg, HydraConfig.get().runtime.output_dir, log_name="pretrain_lm")
 
 
 if __name__ == "__main__":

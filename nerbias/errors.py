@@ -21,3 +21,16 @@ class DataFormatError(NerbiasError):
 
 class CheckpointError(NerbiasError):
     """A file that is not a nerbias checkpoint, or one from an incompatible version."""
+
+
+def run_or_exit(task, *args, log_name: str = "nerbias"):
+    """Run an entry point's task; a user error becomes one clear line on stderr and exit code 2."""
+    import logging
+    import sys
+
+    try:
+        return task(*args)
+    except NerbiasError as error:
+        logging.getLogger(log_name).error("%s", error)  # into the run's log file
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
