@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import logging
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import pandas as pd
 from omegaconf import DictConfig
@@ -86,18 +86,33 @@ def sorted_chunks(indices: Iterator[int], chunk: int) -> Iterator[list[int]]:
         yield block
 
 
+def count_outcomes(tagger, corpus: NameSubstitutionCorpus, indices: Sequence[int], batch_size: int,
+                   stats: NameStatistics, progress: Callable[[int], object] = lambda n: None) -> None:
+    """Tag the sentences at ``indices`` in batches and add their slot outcomes to ``stats``.
+
+    Our word + char checkpoints tag by index (arrays end to end, no sentence objects); other
+    taggers get ``BiasSentence`` batches.
+    """
+    by_index = getattr(tagger, "can_tag_indices", False)
+    for first in range(0, len(indices), batch_size):
+        part = indices[first:first + batch_size]
+        if by_index:
+            names, tags, confidences = tagger.tag_indices(corpus, part)
+            stats.add_arrays(corpus.names, names, tagger.slot_labels, tags, confidences)
+        else:
+            batch = [corpus.sentence(i) for i in part]
+            stats.add(batch, tagger.tag(batch))
+        progress(len(part))
+
+
 def score_shard(cfg: DictConfig, corpus: NameSubstitutionCorpus, tagger, shard: int, num_shards: int
                 ) -> tuple[NameStatistics, int]:
     indices, count, what = selected_indices(cfg.corpus, corpus, shard, num_shards)
     log.info("tagging %d sentences (%s) with %s", count, what, tagger.name)
     stats = NameStatistics(bins=cfg.metrics.confidence_bins, confidence_over=cfg.metrics.confidence_over)
-    batch_size = cfg.corpus.batch_size
     with tqdm(total=count, desc=f"{cfg.corpus.name} sentences", unit="sent") as progress:
-        for block in sorted_chunks(indices, chunk=max(batch_size * 64, 65536)):
-            for first in range(0, len(block), batch_size):
-                batch = [corpus.sentence(i) for i in block[first:first + batch_size]]
-                stats.add(batch, tagger.tag(batch))
-                progress.update(len(batch))
+        for block in sorted_chunks(indices, chunk=max(cfg.corpus.batch_size * 64, 65536)):
+            count_outcomes(tagger, corpus, block, cfg.corpus.batch_size, stats, progress.update)
     return stats, count
 
 

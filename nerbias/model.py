@@ -101,6 +101,19 @@ class BiLSTMCRFTagger(nn.Module):
         self.projection = nn.Linear(2 * config.lstm_hidden, len(tags))
         self.crf = ConstrainedCRF(tags, constrain=config.constrain_transitions)
 
+    @property
+    def context_free_tokens(self) -> bool:
+        """True when a token's BiLSTM input depends on the token alone (word + char features),
+        so inference may compute it once per distinct token (``nerbias.inference``)."""
+        return self.token_encoder is None
+
+    def token_features(self, words: Tensor, chars: Tensor) -> Tensor:
+        """``[batch, time, input_dim]``: word vector and char-CNN features of each token, before dropout."""
+        features = [self.words(words)]
+        if self.chars is not None:
+            features.append(self.chars(chars))
+        return torch.cat(features, dim=2)
+
     def emissions(self, words: Tensor, chars: Tensor, mask: Tensor) -> Tensor:
         """``[batch, time, tags]`` emission scores.
 
@@ -113,10 +126,7 @@ class BiLSTMCRFTagger(nn.Module):
             if self.training and self.config.word_dropout > 0:
                 drop = torch.rand(words.shape, device=words.device) < self.config.word_dropout
                 words = torch.where(drop & mask, torch.full_like(words, self.unk_index), words)
-            features = [self.words(words)]
-            if self.chars is not None:
-                features.append(self.chars(chars))
-            hidden = self.dropout(torch.cat(features, dim=2))
+            hidden = self.dropout(self.token_features(words, chars))
         lengths = mask.sum(1).cpu()
         packed = nn.utils.rnn.pack_padded_sequence(hidden, lengths, batch_first=True, enforce_sorted=False)
         output, _ = self.lstm(packed)

@@ -141,3 +141,40 @@ def test_three_shards_merged_equal_one_process_and_finished_shards_are_skipped(t
     merged = pd.read_csv(tmp_path / "merged" / "per_name.csv")
     pd.testing.assert_frame_equal(single, merged)
     assert json.loads((tmp_path / "merged" / "metrics.json").read_text())["sentences"] == 90
+
+
+def test_tagging_by_index_equals_tagging_sentence_objects(trained):
+    """The array path evaluate.py takes for our checkpoints gives the outcomes of ``tag``."""
+    from nerbias.corpora import WinogenderCorpus, load_winogender_templates
+    from nerbias.names import load_names
+
+    root, data_dir, checkpoint = trained
+    names = load_names(root / "names.csv").names
+    for lowercase in (False, True):
+        corpus = WinogenderCorpus(load_winogender_templates(data_dir / "winogender" / "templates.tsv"), names,
+                                  lowercase=lowercase)
+        tagger = CheckpointSlotTagger(NerTagger.load(checkpoint), batch_size=7, min_shared_rows=5)
+        plain = CheckpointSlotTagger(NerTagger.load(checkpoint), fast=False)
+        assert tagger.can_tag_indices and not plain.can_tag_indices
+        indices = [0, 3, 4, 5, 17, 59, 60, 61, 62, 63, 100, 119]  # both templates, small and large groups
+        name_indices, tags, confidences = tagger.tag_indices(corpus, indices)
+        expected = plain.tag([corpus.sentence(i) for i in indices])
+        for index, row_names, row_tags, row_confidences, outcomes in zip(indices, name_indices, tags, confidences,
+                                                                          expected):
+            assert [names[n] for n in row_names] == [slot.name for slot in corpus.sentence(index).slots]
+            assert [tagger.slot_labels[t] for t in row_tags] == [o.label for o in outcomes]
+            assert row_confidences.tolist() == pytest.approx([o.confidence for o in outcomes], abs=1e-5)
+
+
+def test_evaluate_fast_and_plain_paths_write_the_same_tables(trained, tmp_path):
+    from nerbias.evaluation import run_evaluation
+
+    root, data_dir, checkpoint = trained
+    base = [f"tagger.path={checkpoint}", f"paths.data_dir={data_dir}", f"corpus.names={root / 'names.csv'}",
+            "corpus=winogender", "corpus.batch_size=16", "logger=none", "tagger.device=cpu"]
+    tables = {}
+    for fast in ("true", "false"):
+        out = tmp_path / fast
+        run_evaluation(compose_config("evaluate", base + [f"paths.output_dir={out}", f"tagger.fast={fast}"]), out)
+        tables[fast] = pd.read_csv(out / "per_name.csv")
+    pd.testing.assert_frame_equal(tables["true"], tables["false"], atol=1e-5)

@@ -114,3 +114,23 @@ def test_spacy_tagger_on_a_blank_pipeline_with_an_entity_ruler():
     assert [[o.label for o in outcomes] for outcomes in tagger.tag(sentences)] == [
         ["PER", "GPE", "none"], ["partial:PER"]]
     assert all(o.confidence is None for o in tagger.tag(sentences)[0])
+
+
+@pytest.mark.parametrize("confidence_over", ["recognised", "all"])
+def test_arrays_give_the_same_statistics_as_outcome_objects(confidence_over):
+    sentences, outcomes = outcomes_for(PLAN)
+    by_objects = NameStatistics(bins=100, confidence_over=confidence_over)
+    by_objects.add(sentences, outcomes)
+    # Labels as a tag tagger would index them: several ids may share one outcome label.
+    labels = ["none", "PER", "partial:PER", "partial:PER", "LOC", "ORG"]
+    by_arrays = NameStatistics(bins=100, confidence_over=confidence_over)
+    names = NAMES.names
+    name_indices = np.array([[names.index(n)] for n, _, _ in PLAN])
+    label_indices = np.array([[labels.index(label) + (1 if label == "partial:PER" and i % 2 else 0)]
+                              for i, (_, label, _) in enumerate(PLAN)])
+    confidences = np.array([[c] for _, _, c in PLAN])
+    half = len(PLAN) // 2  # in two calls, as batches arrive
+    by_arrays.add_arrays(names, name_indices[:half], labels, label_indices[:half], confidences[:half])
+    by_arrays.add_arrays(names, name_indices[half:], labels, label_indices[half:], confidences[half:])
+    pd.testing.assert_frame_equal(by_objects.per_name(NAMES), by_arrays.per_name(NAMES))
+    pd.testing.assert_frame_equal(by_objects.label_breakdown(NAMES), by_arrays.label_breakdown(NAMES))

@@ -305,3 +305,32 @@ def test_real_insitu_counts(shared_data):
         assert len(base.tokens) > 5 and sentence.tokens[:sentence.slots[0].position] == \
             base.tokens[:sentence.slots[0].position]
         assert unique.index_of(*unique.decode(index)[:1], names.index(sentence.slots[0].name)) == index
+
+
+def _filled(corpus, index):
+    """The sentence ``index`` rebuilt from the vectorised decoding and the source's tokens."""
+    sources, names = corpus.decode_many([index])
+    tokens, positions = corpus.source_tokens(int(sources[0]))
+    filled = list(tokens)
+    for position, name in zip(positions, names[0]):
+        filled[position] = corpus.slot_tokens()[name]
+    return tuple(filled), [corpus.names[n] for n in names[0]]
+
+
+@pytest.mark.parametrize("lowercase", [False, True])
+def test_vectorised_decoding_rebuilds_every_sentence(small, templates, lowercase):
+    corpus = WinogenderCorpus(templates, small.names, lowercase=lowercase)
+    rng = random.Random(0)
+    large = WinogenderCorpus(templates, load_names().names, lowercase=lowercase)
+    for c, indices in ((corpus, range(len(corpus))), (large, [0, len(large) - 1] + rng.sample(range(len(large)), 300))):
+        sources, names = c.decode_many(list(indices))
+        assert [(int(s), tuple(int(n) for n in row)) for s, row in zip(sources, names)] == [c.decode(i) for i in indices]
+        for index in list(indices)[:200]:
+            tokens, slot_names = _filled(c, index)
+            sentence = c.sentence(index)
+            assert tokens == sentence.tokens and slot_names == [slot.name for slot in sentence.slots]
+    insitu = InSituCorpus.from_conll(CONLL, FIVE, lowercase=lowercase)
+    for index in range(len(insitu)):
+        assert _filled(insitu, index)[0] == insitu.sentence(index).tokens
+    with pytest.raises(CorpusIndexError):
+        corpus.decode_many([0, len(corpus)])
