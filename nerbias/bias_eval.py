@@ -142,7 +142,7 @@ def evaluate_names(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> dic
     shards_dir = Path(cfg.shards_dir)
     path_of = lambda i: shards_dir / f"shard-{i:05d}-of-{num_shards:05d}.npz"  # noqa: E731
     todo = [int(shard)] if shard is not None else list(range(num_shards))
-    if not cfg.get("merge_shards") or shard is None:
+    if not cfg.get("merge_shards"):  # merge_shards=true only merges what is finished
         missing = [i for i in todo if not path_of(i).exists()]
         for i in todo:
             if i not in missing:
@@ -152,8 +152,8 @@ def evaluate_names(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> dic
             for i in missing:
                 stats, count = score_shard(cfg, corpus, tagger, i, num_shards)
                 stats.save(path_of(i), {**shard_identity(cfg, tagger.name, num_shards), "shard": i, "sentences": count})
-    if shard is not None and not cfg.get("merge_shards"):
-        return {"shard": int(shard)}
+        if shard is not None:
+            return {"shard": int(shard)}
     return merge_shards(cfg, names, shards_dir, num_shards, path_of, output_dir, logger)
 
 
