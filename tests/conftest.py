@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
@@ -88,3 +89,12 @@ def shared_data() -> Path:
     if not (SHARED_DATA / "conll2003" / "eng.train").is_file():
         pytest.skip(f"real data not found under {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models run faster on one thread, and steady when other jobs share the CPU."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)

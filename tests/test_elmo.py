@@ -29,13 +29,7 @@ TINY = {
 }
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models run faster on one thread, and steady when other jobs share the CPU."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: tiny models run on one thread
 
 
 FAST = {"char_cnn": {"embedding": {"dim": 4}, "filters": [[1, 8], [2, 8], [3, 8]], "n_highway": 1},

@@ -18,12 +18,7 @@ TINY_ELMO = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: tiny models run on one thread
 
 
 def tiny_elmo_config(data_dir, output_dir, extra=()):

@@ -37,13 +37,7 @@ from nerbias.tagger import NerTagger
 from nerbias.tags import Span
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models run faster on one thread, and steady when other jobs share the CPU."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: tiny models run on one thread
 
 
 # ---------------------------------------------------------------------------- tiny data and models
