@@ -505,15 +505,19 @@ def plot_census_bands(boot: pd.DataFrame, path: str | Path, template: int, title
             axis.fill_between(series["year"], series[f"{sex}_low"], series[f"{sex}_high"], color=color, alpha=0.2,
                               linewidth=0)
             axis.plot(series["year"], series[sex], color=color, label=label, linewidth=1.1)
-        axis.set_title(f"{_MEASURE_TITLES[kind]}, {weighting}", fontsize=9)
-        axis.set_ylabel("error rate")
-        axis.grid(alpha=0.3)
-        if row == 1:
-            axis.set_xlabel("year")
+        _label_census_panel(axis, row, kind, weighting, "error rate")
     axes[0][0].legend(fontsize=8)
     sentence = " ".join(["<Name>", census.TEMPLATES.get(template, "")]).strip()
     figure.suptitle(title or f"Census template {template} (\"{sentence}\"): errors by year, 95% bands over names")
     return _save(figure, path, dpi=100)
+
+
+def _label_census_panel(axis, row: int, kind: str, weighting: str, ylabel: str) -> None:
+    axis.set_title(f"{_MEASURE_TITLES[kind]}, {weighting}", fontsize=9)
+    axis.set_ylabel(ylabel)
+    axis.grid(alpha=0.3)
+    if row == 1:
+        axis.set_xlabel("year")
 
 
 def plot_census_gap(boot: pd.DataFrame, path: str | Path, template: int, title: str | None = None) -> Path:
@@ -525,11 +529,7 @@ def plot_census_gap(boot: pd.DataFrame, path: str | Path, template: int, title: 
                           linewidth=0, label="95% interval")
         axis.plot(series["year"], series["gap"], color="tab:purple", linewidth=1.1, label="female - male")
         axis.axhline(0, color="black", linewidth=0.8)
-        axis.set_title(f"{_MEASURE_TITLES[kind]}, {weighting}", fontsize=9)
-        axis.set_ylabel("female - male error rate")
-        axis.grid(alpha=0.3)
-        if row == 1:
-            axis.set_xlabel("year")
+        _label_census_panel(axis, row, kind, weighting, "female - male error rate")
     axes[0][0].legend(fontsize=8)
     figure.suptitle(title or f"Census template {template}: female - male gap by year, 95% bootstrap interval")
     return _save(figure, path, dpi=100)

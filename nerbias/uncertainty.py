@@ -466,6 +466,14 @@ def _census_rates(multiplicity: np.ndarray, count: np.ndarray, kind: np.ndarray)
     return out
 
 
+def _census_cells(frame: pd.DataFrame, years: Sequence[int] | None):
+    """``((template, year), classes of that cell)`` in order, for the chosen years (all if None)."""
+    classes = census_classes(frame)
+    if years is not None:
+        classes = classes[classes["year"].isin(list(years))]
+    return classes.groupby(["template", "year"], sort=True)
+
+
 def bootstrap_census(frame: pd.DataFrame, n_boot: int = CENSUS_N_BOOT, confidence: float = DEFAULT_CONFIDENCE,
                      seed: int = 0, years: Sequence[int] | None = None) -> pd.DataFrame:
     """Per template, year and error measure: female and male rates and the female - male gap,
@@ -473,12 +481,9 @@ def bootstrap_census(frame: pd.DataFrame, n_boot: int = CENSUS_N_BOOT, confidenc
 
     Columns: template, year, measure, F, F_low, F_high, M, M_low, M_high, gap, gap_low, gap_high.
     """
-    classes = census_classes(frame)
-    if years is not None:
-        classes = classes[classes["year"].isin(list(years))]
     rng = np.random.default_rng(seed)
     rows = []
-    for (template, year), cell in classes.groupby(["template", "year"], sort=True):
+    for (template, year), cell in _census_cells(frame, years):
         point, boot = {}, {}
         for sex, part in cell.groupby("sex"):
             size, count, kind = (part[c].to_numpy() for c in ("size", "count", "kind"))
@@ -513,12 +518,9 @@ def permutation_census(frame: pd.DataFrame, measure: str = "type1_w", n_resample
     """
     if measure not in CENSUS_MEASURES:
         raise NerbiasError(f"measure must be one of {CENSUS_MEASURES}")
-    classes = census_classes(frame)
-    if years is not None:
-        classes = classes[classes["year"].isin(list(years))]
     rng = np.random.default_rng(seed)
     rows = []
-    for (template, year), cell in classes.groupby(["template", "year"], sort=True):
+    for (template, year), cell in _census_cells(frame, years):
         wide = cell.pivot_table(index=["count", "kind"], columns="sex", values="size", fill_value=0)
         if not {"F", "M"} <= set(wide.columns):
             continue
