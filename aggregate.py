@@ -6,7 +6,7 @@
 
 import sys
 
-from nerbias.aggregate import main
+from nerbias.reporting.aggregate import main
 
 if __name__ == "__main__":
     sys.exit(main())

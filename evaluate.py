@@ -15,7 +15,7 @@ from nerbias.errors import run_or_exit
 
 @hydra.main(version_base="1.3", config_path="configs", config_name="evaluate")
 def main(cfg: DictConfig) -> None:
-    from nerbias.evaluation import run_evaluation
+    from nerbias.tasks import run_evaluation
 
     run_or_exit(run_evaluation, cfg, HydraConfig.get().runtime.output_dir, log_name="evaluate")
 

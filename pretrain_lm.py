@@ -10,7 +10,7 @@ from nerbias.errors import run_or_exit
 
 @hydra.main(version_base="1.3", config_path="configs", config_name="pretrain_lm")
 def main(cfg: DictConfig) -> None:
-    from nerbias.lm_pretraining import pretrain
+    from nerbias.training.lm_pretraining import pretrain
 
     run_or_exit(pretrain, cfg, HydraConfig.get().runtime.output_dir, log_name="pretrain_lm")
 

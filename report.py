@@ -34,7 +34,7 @@ def parse_years(text: str | None) -> list[int] | None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from nerbias.uncertainty import CENSUS_N_BOOT, DEFAULT_CONFIDENCE, DEFAULT_N_BOOT, DEFAULT_N_PERMUTATIONS
+    from nerbias.reporting.uncertainty import CENSUS_N_BOOT, DEFAULT_CONFIDENCE, DEFAULT_N_BOOT, DEFAULT_N_PERMUTATIONS
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dirs", nargs="+", help="evaluate.py run directories (seeds of one model, or census runs)")
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     from nerbias.loggers import NullLogger, WandbLogger
-    from nerbias.report import ReportOptions, render_report
+    from nerbias.reporting.report import ReportOptions, render_report
 
     options = ReportOptions(n_boot=args.n_boot, n_permutations=args.n_permutations, confidence=args.confidence,
                             seed=args.seed, census_boot=args.census_boot,

@@ -10,7 +10,7 @@ from nerbias.errors import run_or_exit
 
 @hydra.main(version_base="1.3", config_path="configs", config_name="train")
 def main(cfg: DictConfig) -> float:
-    from nerbias.trainer import run_training
+    from nerbias.tasks import run_training
 
     metrics = run_or_exit(run_training, cfg, HydraConfig.get().runtime.output_dir, log_name="train")
     return metrics["dev_f1"]  # for Hydra sweepers that optimise a value

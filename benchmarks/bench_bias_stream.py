@@ -26,18 +26,18 @@ from common import machine, peak_rss_mb  # noqa: E402
 def one_run(checkpoint: str | None, size: int, batch_size: int) -> dict:
     from omegaconf import OmegaConf
 
-    from nerbias.bias_eval import count_outcomes, selected_indices, sorted_chunks
-    from nerbias.bias_metrics import NameStatistics
-    from nerbias.bias_taggers import build_slot_tagger
-    from nerbias.corpora import WinogenderCorpus, load_winogender_templates
-    from nerbias.data import default_data_dir
-    from nerbias.names import load_names
+    from nerbias.bias.runner import count_outcomes, selected_indices, sorted_chunks
+    from nerbias.bias.statistics import NameStatistics
+    from nerbias.bias.taggers import CheckpointSlotTagger
+    from nerbias.bias.corpora import WinogenderCorpus, load_winogender_templates
+    from nerbias.data.conll2003 import default_data_dir
+    from nerbias.bias.names import load_names
 
     names = load_names()
     corpus = WinogenderCorpus(load_winogender_templates(default_data_dir() / "winogender" / "templates.tsv"),
                               names.names)
-    tagger = build_slot_tagger({"kind": "checkpoint", "path": checkpoint, "device": "cpu", "batch_size": batch_size}) \
-        if checkpoint else None
+    tagger = (CheckpointSlotTagger.from_checkpoint(checkpoint, device="cpu", batch_size=batch_size)
+              if checkpoint else None)
     stats = NameStatistics()
     cfg = OmegaConf.create({"sample": size, "seed": 0, "shard": 0, "num_shards": 1})
     start = time.perf_counter()

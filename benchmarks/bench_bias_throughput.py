@@ -29,12 +29,12 @@ from common import machine, peak_rss_mb  # noqa: E402
 
 import torch  # noqa: E402
 
-from nerbias.bias_eval import count_outcomes, sorted_chunks  # noqa: E402
-from nerbias.bias_metrics import NameStatistics  # noqa: E402
-from nerbias.bias_taggers import CheckpointSlotTagger, SpacySlotTagger, build_slot_tagger  # noqa: E402
-from nerbias.corpora import WinogenderCorpus, load_winogender_templates  # noqa: E402
-from nerbias.data import default_data_dir  # noqa: E402
-from nerbias.names import load_names  # noqa: E402
+from nerbias.bias.runner import count_outcomes, sorted_chunks  # noqa: E402
+from nerbias.bias.statistics import NameStatistics  # noqa: E402
+from nerbias.bias.taggers import CheckpointSlotTagger, SpacySlotTagger  # noqa: E402
+from nerbias.bias.corpora import WinogenderCorpus, load_winogender_templates  # noqa: E402
+from nerbias.data.conll2003 import default_data_dir  # noqa: E402
+from nerbias.bias.names import load_names  # noqa: E402
 
 
 def contiguous_indices(corpus: WinogenderCorpus, count: int, slices: int = 8) -> list[int]:
@@ -78,15 +78,12 @@ def main() -> None:
     names = load_names()
     corpus = WinogenderCorpus(load_winogender_templates(default_data_dir() / "winogender" / "templates.tsv"),
                               names.names)
-    fast = build_slot_tagger({"kind": "checkpoint", "path": args.checkpoint, "device": args.device,
-                              "batch_size": args.batch_size})
-    assert isinstance(fast, CheckpointSlotTagger)
+    fast = CheckpointSlotTagger.from_checkpoint(args.checkpoint, device=args.device, batch_size=args.batch_size)
     device = fast.tagger.device
     taggers = [("ours, fast exact path", fast)]
     if not args.skip_plain:
-        taggers.append(("ours, plain batches", build_slot_tagger(
-            {"kind": "checkpoint", "path": args.checkpoint, "device": args.device, "batch_size": args.batch_size,
-             "fast": False})))
+        taggers.append(("ours, plain batches", CheckpointSlotTagger.from_checkpoint(
+            args.checkpoint, device=args.device, batch_size=args.batch_size, fast=False)))
     spacy = SpacySlotTagger(args.spacy_model) if args.spacy_sentences else None
 
     print(f"# {machine()}; tagger device: {device}; checkpoint: {args.checkpoint}")

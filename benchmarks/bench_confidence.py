@@ -17,9 +17,9 @@ from common import conll_lengths, conll_sentences, machine, timed
 
 import torch
 
-from nerbias.crf import ConstrainedCRF
-from nerbias.tagger import NerTagger, resolve_device
-from nerbias.tags import bioes_tag_set, bioes_to_spans
+from nerbias.models.crf import ConstrainedCRF
+from nerbias.models.tagger import NerTagger, resolve_device
+from nerbias.data.tags import bioes_tag_set, bioes_to_spans
 
 
 def emissions_from_checkpoint(path: str, batch: int, device: torch.device):

@@ -15,10 +15,10 @@ from common import conll_sentences, machine, timed
 import torch
 from torchcrf import CRF
 
-from nerbias.conll import Sentence
-from nerbias.data import iterate_batches
-from nerbias.tagger import NerTagger
-from nerbias.tags import Span
+from nerbias.data.conll import Sentence
+from nerbias.data.batching import iterate_batches
+from nerbias.models.tagger import NerTagger
+from nerbias.data.tags import Span
 
 
 def synthetic(count: int) -> list[Sentence]:

@@ -22,8 +22,10 @@ import numpy as np
 import torch
 from hydra import compose, initialize_config_dir
 
-from nerbias.data import iterate_batches, default_data_dir
-from nerbias.trainer import TaggerOptimizer, build_tagger
+from nerbias.data.batching import iterate_batches
+from nerbias.data.conll2003 import default_data_dir
+from nerbias.training.build import build_tagger
+from nerbias.training.trainer import TaggerOptimizer
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 

@@ -5,16 +5,12 @@ from __future__ import annotations
 import os
 import resource
 import statistics
-import sys
 import time
-from pathlib import Path
 from typing import Callable
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch
 
-import torch  # noqa: E402
-
-from nerbias.data import default_data_dir, load_conll2003  # noqa: E402
+from nerbias.data.conll2003 import default_data_dir, load_conll2003
 
 
 def conll_sentences(split: str = "test", limit: int | None = None):

@@ -13,6 +13,8 @@ import secrets
 from pathlib import Path
 from typing import Any, Mapping
 
+from nerbias.building import build
+
 log = logging.getLogger(__name__)
 
 
@@ -20,6 +22,8 @@ class NullLogger:
     """``logger=none``: logs nothing."""
 
     run = None
+
+    def __init__(self, config: Mapping[str, Any] | None = None, save_dir: str | Path | None = None): ...
 
     def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None: ...
 
@@ -108,14 +112,10 @@ class WandbLogger(NullLogger):
 
 
 def build_logger(cfg: Mapping[str, Any] | None, run_config: Mapping[str, Any], save_dir: str | Path) -> NullLogger:
-    """From the ``logger`` config group; ``None`` or ``kind: none`` gives a NullLogger."""
-    if not cfg or cfg.get("kind", "none") == "none":
+    """From the ``logger`` config group (its ``_target_``); no group (``None``) gives a NullLogger."""
+    if not cfg:
         return NullLogger()
-    if cfg["kind"] != "wandb":
-        raise ValueError(f"unknown logger kind {cfg['kind']!r} (wandb or none)")
-    return WandbLogger(project=cfg.get("project", "nerbias"), mode=cfg.get("mode", "auto"), config=run_config,
-                       save_dir=save_dir, name=cfg.get("name"), group=cfg.get("group"), tags=cfg.get("tags"),
-                       entity=cfg.get("entity"), job_type=cfg.get("job_type"))
+    return build(cfg, config=run_config, save_dir=save_dir)
 
 
 def read_offline_run(run_dir: str | Path) -> dict[str, Any]:

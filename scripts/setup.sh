@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create .venv and install the pinned requirements (idempotent: a second run is quick).
+# Create .venv, install the pinned requirements and the project (editable); idempotent: a second run is quick.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
@@ -12,4 +12,10 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
   .venv/bin/python -m pip install --quiet -r requirements.txt
   echo "$want" > "$stamp"
+fi
+# The project itself, editable: scripts, benchmarks and notebooks import nerbias from here.
+# (checked from / so that the working directory on sys.path does not count)
+root=$PWD
+if ! (cd / && "$root/.venv/bin/python" -c "import nerbias, sys; sys.exit(0 if nerbias.__file__.startswith('$root/') else 1)") 2>/dev/null; then
+  .venv/bin/python -m pip install --quiet --no-deps --no-build-isolation -e . 2>&1 | grep -v "^WARNING: Location" || true
 fi

@@ -6,10 +6,10 @@ import pandas as pd
 import pytest
 
 from conftest import compose_config, make_tiny_conll, run_script, tiny_train_overrides
-from nerbias.bias_taggers import CheckpointSlotTagger
-from nerbias.bias_types import BiasSentence, NameSlot
-from nerbias.tagger import NerTagger
-from nerbias.trainer import run_training
+from nerbias.bias.taggers import CheckpointSlotTagger
+from nerbias.bias.types import BiasSentence, NameSlot
+from nerbias.models.tagger import NerTagger
+from nerbias.tasks import run_training
 
 TEMPLATES = ("occupation(0)\tother-participant(1)\tanswer\tsentence\n"
              "nurse\tpatient\t0\tThe $OCCUPATION told the $PARTICIPANT that $NOM_PRONOUN could pay with cash .\n"
@@ -115,7 +115,7 @@ def test_real_data_spacy_on_winogender_and_insitu_and_coreNLP_on_census(shared_d
 
 
 def test_three_shards_merged_equal_one_process_and_finished_shards_are_skipped(trained, tmp_path, caplog):
-    from nerbias.evaluation import run_evaluation
+    from nerbias.tasks import run_evaluation
 
     root, data_dir, checkpoint = trained
     base = [f"tagger.path={checkpoint}", f"paths.data_dir={data_dir}", f"corpus.names={root / 'names.csv'}",
@@ -145,8 +145,8 @@ def test_three_shards_merged_equal_one_process_and_finished_shards_are_skipped(t
 
 def test_tagging_by_index_equals_tagging_sentence_objects(trained):
     """The array path evaluate.py takes for our checkpoints gives the outcomes of ``tag``."""
-    from nerbias.corpora import WinogenderCorpus, load_winogender_templates
-    from nerbias.names import load_names
+    from nerbias.bias.corpora import WinogenderCorpus, load_winogender_templates
+    from nerbias.bias.names import load_names
 
     root, data_dir, checkpoint = trained
     names = load_names(root / "names.csv").names
@@ -167,7 +167,7 @@ def test_tagging_by_index_equals_tagging_sentence_objects(trained):
 
 
 def test_evaluate_fast_and_plain_paths_write_the_same_tables(trained, tmp_path):
-    from nerbias.evaluation import run_evaluation
+    from nerbias.tasks import run_evaluation
 
     root, data_dir, checkpoint = trained
     base = [f"tagger.path={checkpoint}", f"paths.data_dir={data_dir}", f"corpus.names={root / 'names.csv'}",

@@ -4,10 +4,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nerbias.bias_metrics import NameStatistics, per_group
-from nerbias.bias_taggers import SpacySlotTagger
-from nerbias.bias_types import BiasSentence, NameSlot, SlotOutcome, outcome_from_spans
-from nerbias.names import NameList
+from nerbias.bias.statistics import NameStatistics, per_group
+from nerbias.bias.taggers import SpacySlotTagger
+from nerbias.bias.types import BiasSentence, NameSlot, SlotOutcome, outcome_from_spans
+from nerbias.bias.names import NameList
 
 NAMES = NameList(names=["Ann", "Bea", "Cal", "Oov"],
                  group_of={"Ann": "G1", "Bea": "G1", "Cal": "G2", "Oov": "OOV"}, oov="Oov",

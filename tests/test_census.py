@@ -9,11 +9,12 @@ import pandas as pd
 import pytest
 
 from conftest import SHARED_DATA
-from nerbias.bias_types import NameSlot
-from nerbias.census import (
+from nerbias.bias.types import NameSlot
+from nerbias.bias.census import (
     ERROR_COLUMNS, TEMPLATES, attach_labels, census_errors, census_sentences, distinct_names,
-    load_precomputed, outcome_to_census_label, plot_census_errors, read_ssa,
+    load_precomputed, outcome_to_census_label, read_ssa,
 )
+from nerbias.bias.plots import plot_census_errors
 from nerbias.errors import DataFormatError, NerbiasError
 
 YOB1990 = "Mary,F,50\nNan,F,7\nNull,F,5\nJohn,M,40\nMary,M,6\n"

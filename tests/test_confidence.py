@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from conftest import compose_config, make_tiny_conll, tiny_train_overrides
-from nerbias.data import load_conll2003
-from nerbias.tagger import NerTagger, emissions_for
-from nerbias.trainer import run_training
+from nerbias.data.conll2003 import load_conll2003
+from nerbias.models.tagger import NerTagger, emissions_for
+from nerbias.tasks import run_training
 
 
 def train_smoke(data_dir, out, extra=()):

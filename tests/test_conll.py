@@ -5,10 +5,10 @@ from pathlib import Path
 import pytest
 
 from conftest import run_script, tiny_train_overrides
-from nerbias.conll import read_conll
-from nerbias.data import EXPECTED_SIZES, load_conll2003
+from nerbias.data.conll import read_conll
+from nerbias.data.conll2003 import EXPECTED_SIZES, load_conll2003
 from nerbias.errors import DataFormatError
-from nerbias.tags import Span
+from nerbias.data.tags import Span
 
 GOOD = "-DOCSTART- -X- O O\n\nPeter NNP I-NP I-PER\nBlackburn NNP I-NP I-PER\nsaid VBD I-VP O\n\nBRUSSELS NNP I-NP I-LOC\n"
 

@@ -8,19 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from nerbias.bias_types import NameSlot
-from nerbias.conll import Sentence
-from nerbias.corpora import (
+from nerbias.bias.types import NameSlot
+from nerbias.data.conll import Sentence
+from nerbias.bias.corpora import (
     CorpusIndexError,
     InSituCorpus,
     WinogenderCorpus,
     load_winogender_templates,
     tokenize,
 )
-from nerbias.data import load_conll2003
+from nerbias.data.conll2003 import load_conll2003
 from nerbias.errors import DataFormatError, NerbiasError
-from nerbias.names import load_names
-from nerbias.tags import Span
+from nerbias.bias.names import load_names
+from nerbias.data.tags import Span
 
 HEADER = "occupation(0)\tother-participant(1)\tanswer\tsentence\n"
 TEMPLATES = (

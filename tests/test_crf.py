@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from nerbias.crf import (
+from nerbias.models.crf import (
     ConstrainedCRF,
     TagScheme,
     bioes_constraints,
@@ -17,7 +17,7 @@ from nerbias.crf import (
     span_log_confidences_lattice,
     viterbi,
 )
-from nerbias.tags import Span
+from nerbias.data.tags import Span
 
 NEG_INF = float("-inf")
 

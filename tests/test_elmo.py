@@ -9,11 +9,9 @@ import pytest
 import torch
 from torch import nn
 
-from nerbias.elmo import (
-    SENTENCE_END_IDS, SENTENCE_START_IDS, ElmoBiLM, ElmoTokenEncoder, batch_to_char_ids, build_elmo_encoder,
-    elmo_options, load_elmo, word_to_char_ids,
-)
-from nerbias.embeddings import coverage, load_keyed_vectors
+from nerbias.data.elmo_chars import SENTENCE_END_IDS, SENTENCE_START_IDS, batch_to_char_ids, word_to_char_ids
+from nerbias.data.embeddings import coverage, load_keyed_vectors
+from nerbias.models.elmo import ElmoBiLM, ElmoTokenEncoder, build_elmo_encoder, elmo_options, load_elmo
 from nerbias.errors import DataFormatError, NerbiasError
 
 # Ids written out by hand from ELMo's convention: raw code + 1; word start 258, word end 259,

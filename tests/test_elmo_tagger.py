@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from conftest import compose_config, tiny_train_overrides
-from nerbias.elmo import ElmoTokenEncoder
-from nerbias.tagger import NerTagger
-from nerbias.trainer import run_training
+from nerbias.models.elmo import ElmoTokenEncoder
+from nerbias.models.tagger import NerTagger
+from nerbias.tasks import run_training
 
 TINY_ELMO = [
     "embeddings=elmo",
@@ -43,11 +43,11 @@ def test_elmo_tagger_trains_and_its_checkpoint_reloads(trained):
     elmo = payload["model_config"]["elmo"]
     assert elmo["options"]["lstm"]["projection_dim"] == 8 and elmo["options"]["char_cnn"]["filters"] == [[1, 4], [2, 4]]
     assert elmo["freeze_lm"] is False
-    assert any(key.startswith("token_encoder.bilm.") for key in payload["model_state"])
+    assert any(key.startswith("embedder.bilm.") for key in payload["model_state"])
     assert not any(key.startswith(("words.", "chars.")) for key in payload["model_state"])
 
     tagger = NerTagger.load(out / "checkpoints" / "best.pt")
-    assert isinstance(tagger.model.token_encoder, ElmoTokenEncoder)
+    assert isinstance(tagger.model.embedder, ElmoTokenEncoder)
     assert tagger.model.lstm.input_size == 16  # 2 x projection_dim
     tokens = [["Maria", "visited", "Paris", "."], ["Syedtiastephen", "told", "Xochitl", "that", "he", "could", "pay", "."]]
     predictions = tagger.predict(tokens)
@@ -63,9 +63,9 @@ def test_elmo_tagger_trains_and_its_checkpoint_reloads(trained):
 
 
 def test_elmo_batches_carry_elmo_character_ids(tiny_data_dir, tmp_path):
-    from nerbias.data import load_conll2003
-    from nerbias.elmo import batch_to_char_ids
-    from nerbias.trainer import build_tagger
+    from nerbias.data.conll2003 import load_conll2003
+    from nerbias.data.elmo_chars import batch_to_char_ids
+    from nerbias.training.build import build_tagger
 
     cfg = tiny_elmo_config(tiny_data_dir, tmp_path / "run")
     train = load_conll2003(tiny_data_dir, splits=("train",), verify_sizes=False)["train"]
@@ -73,26 +73,26 @@ def test_elmo_batches_carry_elmo_character_ids(tiny_data_dir, tmp_path):
     assert names is None
     batch = tagger.encoder.batch([["Ahmed", "met", "Zz"], ["Hi"]])
     assert torch.equal(batch.chars, batch_to_char_ids([["Ahmed", "met", "Zz"], ["Hi"]]))  # raw case, 50 ids
-    assert tagger.model.words is None and tagger.model.chars is None
+    assert not hasattr(tagger.model.embedder, "words")  # characters only: no word table, no char CNN
 
 
 def test_frozen_elmo_trains_only_the_mix_and_tagger(tiny_data_dir, tmp_path):
-    from nerbias.data import load_conll2003
-    from nerbias.trainer import build_tagger
+    from nerbias.data.conll2003 import load_conll2003
+    from nerbias.training.build import build_tagger
 
     cfg = tiny_elmo_config(tiny_data_dir, tmp_path / "run", ["embeddings.freeze_lm=true"])
     train = load_conll2003(tiny_data_dir, splits=("train",), verify_sizes=False)["train"]
     tagger, _ = build_tagger(cfg, train)
-    encoder = tagger.model.token_encoder
+    encoder = tagger.model.embedder
     assert not any(p.requires_grad for p in encoder.bilm.parameters())
     assert all(p.requires_grad for p in encoder.scalar_mix.parameters())
     rebuilt = NerTagger.from_state(tagger.state())
-    assert not any(p.requires_grad for p in rebuilt.model.token_encoder.bilm.parameters())
+    assert not any(p.requires_grad for p in rebuilt.model.embedder.bilm.parameters())
 
 
 def test_pretrained_lm_is_learned_saved_and_used_by_the_tagger(tiny_data_dir, tmp_path):
-    from nerbias.elmo import load_pretrained_lm
-    from nerbias.lm_pretraining import pretrain
+    from nerbias.models.elmo import load_pretrained_lm
+    from nerbias.training.lm_pretraining import pretrain
 
     text = tmp_path / "text.txt"
     text.write_text("Maria visited Paris on Monday .\nThe Bank of Japan said Greg was right .\n" * 20)
@@ -113,14 +113,14 @@ def test_pretrained_lm_is_learned_saved_and_used_by_the_tagger(tiny_data_dir, tm
                                                       "embeddings.freeze_lm=true"])
     run_training(tagger_cfg, out)
     tagger = NerTagger.load(out / "checkpoints" / "best.pt")
-    trained = tagger.model.token_encoder.bilm.state_dict()
+    trained = tagger.model.embedder.bilm.state_dict()
     for key, value in lm.state_dict().items():  # frozen: the tagger kept the pretrained LM as it was
         assert torch.equal(trained[key], value), key
 
 
 def test_pretrain_lm_rejects_bad_text(tmp_path):
     from nerbias.errors import DataFormatError
-    from nerbias.lm_pretraining import read_text
+    from nerbias.training.lm_pretraining import read_text
 
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"fine line\nbro\xffken\n")

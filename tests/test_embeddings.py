@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from gensim.models import KeyedVectors
 
-from nerbias.embeddings import coverage, embedding_matrix, load_keyed_vectors
+from nerbias.data.embeddings import coverage, embedding_matrix, load_keyed_vectors
 from nerbias.errors import DataFormatError, NerbiasError
 
 VECTORS = {"the": [0.1, 0.2, 0.3], "paris": [1.0, 0.0, -1.0], "maria": [0.5, 0.5, 0.5]}

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from conftest import CONFIGS, compose_config, make_tiny_conll
-from nerbias.trainer import run_training
+from nerbias.tasks import run_training
 
 EXPERIMENTS = sorted(p.stem for p in (CONFIGS / "experiment").glob("*.yaml"))
 TEMPLATES = ("occupation(0)\tother-participant(1)\tanswer\tsentence\n"
@@ -48,10 +48,10 @@ def test_experiment_runs_in_smoke_size(experiment, tmp_path):
     if kind == "conceptnet":
         overrides.append(f"embeddings.path={numberbatch(tmp_path / 'nb.txt', data_dir)}")
     if probe.get("bias_eval"):
-        overrides += [f"+bias_eval.corpus_overrides.{name}.names={tmp_path / 'names.csv'}"
+        # The corpora are the corpus group's own configs, composed into bias_eval.corpora.
+        overrides += [f"bias_eval.corpora.{name}.names={tmp_path / 'names.csv'}"
                       for name in probe.bias_eval.corpora]
-        overrides += ["bias_eval.corpus_overrides.winogender.sample=24",
-                      "+bias_eval.corpus_overrides.insitu.verify_sizes=false"]
+        overrides += ["bias_eval.corpora.winogender.sample=24", "bias_eval.corpora.insitu.verify_sizes=false"]
     cfg = compose_config("train", overrides)
     run_training(cfg, out)
     assert 0 <= json.loads((out / "metrics.json").read_text())["metrics"]["test_f1"] <= 1

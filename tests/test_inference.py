@@ -1,4 +1,4 @@
-"""nerbias.inference: the fast path (cached token features, template prefixes shared between
+"""nerbias.models.fast_emissions: the fast path (cached token features, template prefixes shared between
 sentences) is exact. Its LSTM outputs, emissions, slot labels and confidences equal the plain
 batched computation, which defines them, for any rows; models it cannot speed up fall back.
 
@@ -17,24 +17,25 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from nerbias import inference
-from nerbias.bias_taggers import CheckpointSlotTagger
-from nerbias.bias_types import BiasSentence, NameSlot, SlotOutcome, outcome_from_spans
-from nerbias.conll import Sentence
-from nerbias.corpora import (
+from nerbias.models import fast_emissions as inference
+from nerbias.bias.taggers import CheckpointSlotTagger
+from nerbias.bias.types import BiasSentence, NameSlot, SlotOutcome, outcome_from_spans
+from nerbias.data.conll import Sentence
+from nerbias.bias.corpora import (
     InSituBase,
     InSituCorpus,
     WinogenderCorpus,
     load_winogender_templates,
 )
-from nerbias.inference import (
+from nerbias.models.fast_emissions import (
     FastEmissions,
     TokenFeatureCache,
     _direction,
     shared_prefix_lstm,
 )
-from nerbias.tagger import NerTagger
-from nerbias.tags import Span
+from nerbias.models.embedders import ElmoEmbeddings
+from nerbias.models.tagger import NerTagger
+from nerbias.data.tags import Span
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: tiny models run on one thread
@@ -69,8 +70,8 @@ TEMPLATES = HEADER + "".join(line + "\n" for line in [
 PER_TEMPLATE = 6 * 5 * 4  # ordered triples of distinct names: sentences per template
 
 MODEL = {"word_dim": 8, "char_dim": 4, "char_filters": 4, "char_widths": (2, 3), "lstm_hidden": 8}
-TINY_ELMO = {"size": "small", "char_cnn": {"embedding": {"dim": 4}, "filters": [[1, 4], [2, 4]], "n_highway": 1},
-             "lstm": {"dim": 8, "projection_dim": 4, "n_layers": 1}}
+TINY_ELMO = ElmoEmbeddings(char_cnn={"embedding": {"dim": 4}, "filters": [[1, 4], [2, 4]], "n_highway": 1},
+                           lstm={"dim": 8, "projection_dim": 4, "n_layers": 1})
 
 
 def name_probes() -> tuple[list[list[str]], list[int]]:
@@ -460,7 +461,7 @@ def test_unconstrained_crf_reads_labels_from_whole_paths(templates):
 
 def test_elmo_tagger_takes_the_plain_path(templates):
     torch.manual_seed(4)
-    elmo = NerTagger.build(TRAIN, {"elmo": TINY_ELMO, "lstm_hidden": 8})
+    elmo = NerTagger.build(TRAIN, {"lstm_hidden": 8}, embeddings=TINY_ELMO)
     sharpen(elmo)
     assert not FastEmissions.supports(elmo)
     with pytest.raises(ValueError, match="ELMo"):

@@ -4,8 +4,8 @@ import random
 
 import pytest
 
-from nerbias.metrics import entity_scores
-from nerbias.tags import Span, iob1_to_spans, spans_to_bioes, spans_to_iob1
+from nerbias.scoring import entity_scores
+from nerbias.data.tags import Span, iob1_to_spans, spans_to_bioes, spans_to_iob1
 
 
 def conlleval_f1(gold_iob1, predicted_iob1):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from nerbias.errors import DataFormatError, NerbiasError
-from nerbias.names import DEFAULT_NAMES_PATH, NameList, load_names
+from nerbias.bias.names import DEFAULT_NAMES_PATH, NameList, load_names
 
 TABLE1_GROUPS = ["Black Female", "Black Male", "Hispanic Female", "Hispanic Male",
                  "Muslim Female", "Muslim Male", "White Female", "White Male"]

@@ -9,11 +9,14 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT
-from nerbias import census
-from nerbias.bias_metrics import per_group, summary_scalars
-from nerbias.names import load_names
-from nerbias.report import (ReportOptions, census_name_frame, load_run, markdown_table, render_report,
-                            run_notebook)
+from nerbias.bias import census
+from nerbias.bias.names import load_names
+from nerbias.bias.statistics import per_group, summary_scalars
+from nerbias.bias.types import corpus_label
+from nerbias.reporting.notebooks import run_notebook
+from nerbias.reporting.report import ReportOptions, render_report
+from nerbias.reporting.runs import census_name_frame, load_run
+from nerbias.reporting.tables import markdown_table
 
 NAMES = """name,group,race,gender
 Aaliyah,Black Female,Black,Female
@@ -66,8 +69,8 @@ def write_names_run(run_dir: Path, names_path: Path, corpus: str = "winogender",
     groups = per_group(table, names)
     groups.to_csv(run_dir / "per_group.csv", index=False, float_format="%.6g")
     pd.DataFrame(breakdown).to_csv(run_dir / "label_breakdown.csv", index=False)
-    prefix = f"{corpus}{'_lower' if lowercase else ''}"
-    (run_dir / "metrics.json").write_text(json.dumps({"metrics": summary_scalars(groups, prefix), "tagger": tagger}))
+    metrics = summary_scalars(groups, corpus_label(corpus, lowercase))
+    (run_dir / "metrics.json").write_text(json.dumps({"metrics": metrics, "tagger": tagger}))
     (run_dir / ".hydra").mkdir()
     (run_dir / ".hydra" / "config.yaml").write_text(
         f"corpus:\n  name: {corpus}\n  lowercase: {str(lowercase).lower()}\n  names: {names_path}\n"
@@ -267,11 +270,12 @@ def test_markdown_table():
 
 def tiny_checkpoint(path: Path, words: list[str]) -> Path:
     """An untrained nerbias checkpoint whose vocabulary holds the names (enough for Figure 3)."""
-    from nerbias.checkpoint import save_checkpoint
-    from nerbias.tagger import NerTagger
+    from nerbias.data.conll import Sentence
+    from nerbias.models.checkpoint import save_checkpoint
+    from nerbias.models.tagger import NerTagger
 
-    tagger = NerTagger.build([], {"word_dim": 8, "char_dim": 4, "char_filters": 4, "lstm_hidden": 4},
-                             pretrained_words=[w.lower() for w in words], lowercase_words=True)
+    tagger = NerTagger.build([Sentence(tuple(words), ())], {"word_dim": 8, "char_dim": 4, "char_filters": 4,
+                                                            "lstm_hidden": 4}, lowercase_words=True)
     save_checkpoint(path, tagger.state())
     return path
 

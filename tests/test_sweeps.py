@@ -14,7 +14,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from conftest import CONFIGS, ROOT, compose_config, make_tiny_conll, run_script, tiny_train_overrides
-from nerbias.aggregate import main as aggregate_main
+from nerbias.reporting.aggregate import main as aggregate_main
 
 # One torch thread per job: two jobs share two cores; the default thread count makes them crawl.
 JOB_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

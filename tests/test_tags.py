@@ -1,6 +1,6 @@
 import pytest
 
-from nerbias.tags import (
+from nerbias.data.tags import (
     Span,
     bioes_to_iob1,
     bioes_to_spans,

@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from conftest import ROOT, compose_config, make_tiny_conll, run_script, tiny_train_overrides
-from nerbias.checkpoint import load_checkpoint
+from nerbias.models.checkpoint import load_checkpoint
 from nerbias.errors import CheckpointError
-from nerbias.tagger import NerTagger
-from nerbias.trainer import run_training
+from nerbias.models.tagger import NerTagger
+from nerbias.tasks import run_training
 
 
 def train_in_process(data_dir: Path, output_dir: Path, extra: list[str] = ()) -> dict:
@@ -137,7 +137,7 @@ def test_resuming_refuses_a_checkpoint_of_another_configuration(tiny_data_dir, t
 def test_conceptnet_embeddings_train_and_report_name_coverage(tiny_data_dir, tmp_path):
     import random
 
-    from nerbias.names import load_names
+    from nerbias.bias.names import load_names
 
     words = {t.split()[0].lower() for t in (tiny_data_dir / "conll2003" / "eng.train").read_text().splitlines()
              if t and not t.startswith("-DOCSTART-")}

@@ -5,10 +5,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from nerbias import census
-from nerbias.bias_metrics import per_group
-from nerbias.names import NameList
-from nerbias.uncertainty import (
+from nerbias.bias import census
+from nerbias.bias.statistics import per_group
+from nerbias.bias.names import NameList
+from nerbias.reporting.uncertainty import (
     NameTable, bootstrap_census, bootstrap_ecdf, bootstrap_group_accuracy, bootstrap_spread, census_gap_summary,
     ecdf, gender_permutation_test, holm, interval_text, pairwise_permutation_tests, permutation_census, split_group,
 )

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import compose_config, tiny_train_overrides
 from nerbias.loggers import WandbLogger, read_offline_run
-from nerbias.trainer import run_training
+from nerbias.tasks import run_training
 
 
 def test_offline_run_logs_config_history_summary_and_checkpoint(tiny_data_dir, tmp_path, monkeypatch):

@@ -1,0 +1,254 @@
+"""Bias evaluation runs: a tagger on Winogender, In-Situ or census; tables, plots, W&B.
+
+Outputs in the run directory (all written atomically):
+- ``per_name.csv``: name, group, sentences (name slots), recognised, accuracy, confidence statistics;
+- ``per_group.csv``: group accuracy, spread of name accuracy and of median confidence, shares below OOV;
+- ``label_breakdown.csv``: what each name got when it was not recognised (LOC, ORG, none, partial:PER, ...);
+- ``ecdf_accuracy_by_{group,gender,race}.png``, ``ecdf_conf_p25_by_group.png``;
+- census: ``census_errors.csv`` (year, gender, template, type1_w, ... type3_u), ``census_labels.csv``,
+  ``census_errors_template<K>.png``;
+- ``metrics.json``: the summary scalars also sent to W&B.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import pandas as pd
+from omegaconf import DictConfig
+from tqdm.auto import tqdm
+
+from nerbias.bias import census
+from nerbias.bias.corpora import NameSubstitutionCorpus, shard_bounds
+from nerbias.bias.names import NameList, load_names
+from nerbias.bias.plots import plot_census_errors, plot_ecdf
+from nerbias.bias.statistics import NameStatistics, per_group, summary_scalars
+from nerbias.bias.types import corpus_label
+from nerbias.building import build
+from nerbias.errors import NerbiasError
+from nerbias.fileio import atomic_write_json, write_csv
+from nerbias.loggers import NullLogger
+
+log = logging.getLogger(__name__)
+
+
+def build_corpus(cfg: DictConfig, names: NameList) -> NameSubstitutionCorpus:
+    """The name-substitution corpus of the ``corpus`` group's ``_target_``, filled with ``names``."""
+    return build(cfg, names=names.names)
+
+
+def selected_indices(cfg: DictConfig, corpus: NameSubstitutionCorpus, shard: int = 0,
+                     num_shards: int = 1) -> tuple[Iterator[int], int, str]:
+    """The indices shard ``shard`` of ``num_shards`` scores, streamed: of a seeded sample or
+    of the whole corpus. Shards are contiguous parts of that sequence, together covering it
+    exactly once. A sample is streamed in generation order and each chunk sorted (see
+    ``sorted_chunks``), so batches are runs of one template while memory stays flat.
+    """
+    sample = cfg.get("sample")
+    total = int(sample) if sample else len(corpus)
+    start, stop = shard_bounds(total, num_shards, shard)
+    if sample:
+        stream = itertools.islice(corpus.iter_sample(total, int(cfg.seed)), start, stop)
+        what = f"sample of {sample} (seed {cfg.seed})"
+    else:
+        stream = iter(range(start, stop))
+        what = "whole corpus"
+    if num_shards > 1:
+        what += f", shard {shard + 1}/{num_shards}"
+    return stream, stop - start, what
+
+
+def sorted_chunks(indices: Iterator[int], chunk: int) -> Iterator[list[int]]:
+    while True:
+        block = sorted(itertools.islice(indices, chunk))
+        if not block:
+            return
+        yield block
+
+
+def count_outcomes(tagger, corpus: NameSubstitutionCorpus, indices: Sequence[int], batch_size: int,
+                   stats: NameStatistics, progress: Callable[[int], object] = lambda n: None) -> None:
+    """Tag the sentences at ``indices`` in batches and add their slot outcomes to ``stats``.
+
+    Our word + char checkpoints tag by index (arrays end to end, no sentence objects); other
+    taggers get ``BiasSentence`` batches.
+    """
+    by_index = getattr(tagger, "can_tag_indices", False)
+    for first in range(0, len(indices), batch_size):
+        part = indices[first:first + batch_size]
+        if by_index:
+            names, tags, confidences = tagger.tag_indices(corpus, part)
+            stats.add_arrays(corpus.names, names, tagger.slot_labels, tags, confidences)
+        else:
+            batch = [corpus.sentence(i) for i in part]
+            stats.add(batch, tagger.tag(batch))
+        progress(len(part))
+
+
+def score_shard(cfg: DictConfig, corpus: NameSubstitutionCorpus, tagger, shard: int, num_shards: int
+                ) -> tuple[NameStatistics, int]:
+    indices, count, what = selected_indices(cfg.corpus, corpus, shard, num_shards)
+    log.info("tagging %d sentences (%s) with %s", count, what, tagger.name)
+    stats = NameStatistics(bins=cfg.metrics.confidence_bins, confidence_over=cfg.metrics.confidence_over)
+    with tqdm(total=count, desc=f"{cfg.corpus.name} sentences", unit="sent") as progress:
+        for block in sorted_chunks(indices, chunk=max(cfg.corpus.batch_size * 64, 65536)):
+            count_outcomes(tagger, corpus, block, cfg.corpus.batch_size, stats, progress.update)
+    return stats, count
+
+
+def shard_identity(cfg: DictConfig, tagger_name: str, num_shards: int) -> dict[str, Any]:
+    """What must agree between shards that are merged."""
+    c = cfg.corpus
+    return {"corpus": c.name, "lowercase": bool(c.get("lowercase")), "sample": c.get("sample"),
+            "seed": int(c.seed), "num_shards": num_shards, "tagger": tagger_name,
+            "tagger_path": str(cfg.tagger.get("path")), "rule": c.get("rule"), "names": str(c.get("names"))}
+
+
+def evaluate_names(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> dict[str, Any]:
+    """Score one shard, every missing shard, or merge finished shards (``corpus.num_shards > 1``).
+
+    Shard files ``<shards_dir>/shard-<i>-of-<n>.npz`` are written atomically; a rerun skips
+    the shards already there, and a killed shard leaves no file under its final name.
+    """
+    names = load_names(cfg.corpus.get("names"))
+    corpus = build_corpus(cfg.corpus, names)
+    num_shards = int(cfg.corpus.get("num_shards", 1))
+    shard = cfg.corpus.get("shard")
+    if num_shards == 1:
+        tagger = build(cfg.tagger)
+        stats, count = score_shard(cfg, corpus, tagger, 0, 1)
+        return write_name_results(stats, names, cfg, output_dir, logger,
+                                  extra={"sentences": count, "tagger": tagger.name})
+    shards_dir = Path(cfg.shards_dir)
+    path_of = lambda i: shards_dir / f"shard-{i:05d}-of-{num_shards:05d}.npz"  # noqa: E731
+    todo = [int(shard)] if shard is not None else list(range(num_shards))
+    if not cfg.get("merge_shards"):  # merge_shards=true only merges what is finished
+        missing = [i for i in todo if not path_of(i).exists()]
+        for i in todo:
+            if i not in missing:
+                log.info("shard %d/%d already done: %s", i + 1, num_shards, path_of(i))
+        if missing:
+            tagger = build(cfg.tagger)
+            for i in missing:
+                stats, count = score_shard(cfg, corpus, tagger, i, num_shards)
+                stats.save(path_of(i), {**shard_identity(cfg, tagger.name, num_shards), "shard": i, "sentences": count})
+        if shard is not None:
+            return {"shard": int(shard)}
+    return merge_shards(cfg, names, shards_dir, num_shards, path_of, output_dir, logger)
+
+
+def merge_shards(cfg: DictConfig, names: NameList, shards_dir: Path, num_shards: int, path_of, output_dir: Path,
+                 logger: NullLogger) -> dict[str, Any]:
+    finished = [i for i in range(num_shards) if path_of(i).exists()]
+    if not finished:
+        raise NerbiasError(f"{shards_dir}: no finished shard of {num_shards} to merge")
+    merged, identity, sentences = None, None, 0
+    for i in finished:
+        stats, meta = NameStatistics.load(path_of(i))
+        this = {k: v for k, v in meta.items() if k not in ("shard", "sentences", "bins", "confidence_over")}
+        if identity is None:
+            identity = this
+        elif this != identity:
+            raise NerbiasError(f"{path_of(i)}: shard of a different evaluation ({this} vs {identity})")
+        merged = stats if merged is None else merged.merge(stats)
+        sentences += meta["sentences"]
+    missing = sorted(set(range(num_shards)) - set(finished))
+    if missing:
+        log.warning("merging %d of %d shards; missing: %s", len(finished), num_shards, missing)
+    return write_name_results(merged, names, cfg, output_dir, logger,
+                              extra={"sentences": sentences, "tagger": identity["tagger"],
+                                     "shards_merged": len(finished), "shards_missing": missing})
+
+
+def write_name_results(stats: NameStatistics, names: NameList, cfg: DictConfig, output_dir: Path,
+                       logger: NullLogger, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    table = stats.per_name(names)
+    groups = per_group(table, names)
+    breakdown = stats.label_breakdown(names)
+    write_csv(output_dir / "per_name.csv", table)
+    write_csv(output_dir / "per_group.csv", groups)
+    write_csv(output_dir / "label_breakdown.csv", breakdown)
+    prefix = corpus_label(cfg.corpus.name, bool(cfg.corpus.get("lowercase")))
+    images = {}
+    for by in ("group", "gender", "race"):
+        if by == "group" or (names.gender_of if by == "gender" else names.race_of):
+            images[f"ecdf_accuracy_by_{by}"] = plot_ecdf(table, names, "accuracy",
+                                                         output_dir / f"ecdf_accuracy_by_{by}.png", by=by,
+                                                         title=f"{prefix}: name accuracy by {by}")
+    if table["conf_p25"].notna().any():
+        images["ecdf_conf_p25_by_group"] = plot_ecdf(table, names, "conf_p25", output_dir / "ecdf_conf_p25_by_group.png",
+                                                     title=f"{prefix}: 25th-percentile PERSON confidence")
+    scalars = summary_scalars(groups, prefix)
+    atomic_write_json(output_dir / "metrics.json", {"metrics": scalars, **(extra or {})})
+    logger.summary(scalars)
+    logger.table(f"{prefix}/per_name", table)
+    logger.table(f"{prefix}/per_group", groups)
+    logger.table(f"{prefix}/label_breakdown", breakdown)
+    for key, path in images.items():
+        logger.image(f"{prefix}/{key}", path)
+    print(groups[["group", "names", "sentences", "accuracy", "name_accuracy_min", "name_accuracy_std",
+                  "median_confidence_median", "share_below_oov_accuracy"]].to_string(index=False))
+    return scalars
+
+
+def evaluate_census(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> dict[str, Any]:
+    ccfg = cfg.corpus
+    years = range(int(ccfg.first_year), int(ccfg.last_year) + 1)
+    ssa = census.read_ssa(ccfg.ssa, years=years)
+    templates = [int(ccfg.template)] if ccfg.get("template") else list(census.TEMPLATES)
+    frames, label_rows = [], []
+    tagger = build(cfg.tagger)
+    tagger_name = tagger.name
+    if isinstance(tagger, census.PublishedPredictions):
+        frames = [tagger.frame(ssa, template) for template in templates]
+    else:
+        names = census.distinct_names(ssa)
+        log.info("census: %d distinct names x %d templates, each tagged once and reused across years",
+                 len(names), len(templates))
+        for template in templates:
+            sentences = census.census_sentences(names, template, lowercase=ccfg.lowercase)
+            labels = {}
+            batch_size = ccfg.batch_size
+            for first in tqdm(range(0, len(sentences), batch_size), desc=f"census template {template}",
+                              unit="batch"):
+                batch = sentences[first:first + batch_size]
+                for sentence, outcomes in zip(batch, tagger.tag(batch)):
+                    labels[sentence.slots[0].name] = census.outcome_to_census_label(
+                        outcomes[0].label, partial_person_is_person=ccfg.partial_person_is_person)
+            label_rows.extend({"name": n, "template": template, "label": l} for n, l in labels.items())
+            frames.append(census.attach_labels(ssa, labels, template))
+    errors = census.census_errors(pd.concat(frames, ignore_index=True))
+    write_csv(output_dir / "census_errors.csv", errors)
+    if label_rows:
+        write_csv(output_dir / "census_labels.csv", pd.DataFrame(label_rows))
+    scalars: dict[str, Any] = {}
+    for template, part in errors.groupby("template"):
+        image = plot_census_errors(part, output_dir / f"census_errors_template{template}.png", template=template)
+        logger.image(f"census/template{template}/errors", image)
+        wide = part.pivot(index="year", columns="gender", values="type1_w")
+        scalars[f"census/template{template}/years_female_type1_w_above_male"] = int((wide["F"] > wide["M"]).sum())
+        for gender in ("F", "M"):
+            for column in ("type1_w", "type1_u", "type2_w", "type3_w"):
+                scalars[f"census/template{template}/{gender}/{column}_mean_over_years"] = float(
+                    part.loc[part["gender"] == gender, column].mean())
+    scalars["census/years"] = len(years)
+    atomic_write_json(output_dir / "metrics.json", {"metrics": scalars, "tagger": tagger_name})
+    logger.summary(scalars)
+    logger.table("census/errors", errors)
+    for key, value in scalars.items():
+        print(f"{key}: {value:.4f}" if isinstance(value, float) else f"{key}: {value}")
+    return scalars
+
+
+def run_bias_evaluation(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> dict[str, Any]:
+    """The census benchmark (its own procedure: labels per distinct name, error types per year), or a
+    name-substitution corpus (slot outcomes counted per name)."""
+    if cfg.corpus.name == "census":
+        return evaluate_census(cfg, output_dir, logger)
+    return evaluate_names(cfg, output_dir, logger)
+
+
+__all__ = ["run_bias_evaluation"]

@@ -1,0 +1,248 @@
+"""Per-name and per-group bias metrics of Mishra et al. (2020), from streamed slot outcomes.
+
+``NameStatistics`` accumulates, per name, the number of slots, how many were recognised
+(exactly a one-token PERSON), what the others got instead, and a sketch of the PERSON
+confidences: exact count, min, max, sum and sum of squares, plus a fixed histogram for
+percentiles (error at most half a bin, 1 / (2 * bins)). Memory does not grow with the
+number of sentences, and two accumulators merge exactly (shards).
+
+Definitions (paper Section 2.3):
+- accuracy of a name ``p(PER|n)`` = recognised / slots;
+- group accuracy ``p_c = sum_n p(n) p(PER|n)``, with ``p(n)`` the name's share of the
+  group's slots (uniform in balanced corpora, where it is the mean name accuracy);
+- confidence statistics over the slots a tagger recognised (the paper's "entities which
+  are predicted as person"); ``confidence_over=all`` uses every slot's P(PER) instead.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from nerbias.bias.types import RECOGNISED, BiasSentence, SlotOutcome
+from nerbias.fileio import atomic_path
+from nerbias.bias.names import NameList
+
+CONFIDENCE_COLUMNS = ["conf_count", "conf_min", "conf_p25", "conf_median", "conf_mean", "conf_std"]
+
+
+@dataclass
+class _Name:
+    slots: int = 0
+    recognised: int = 0
+    labels: Counter = field(default_factory=Counter)
+    conf_count: int = 0
+    conf_min: float = float("inf")
+    conf_max: float = float("-inf")
+    conf_sum: float = 0.0
+    conf_sumsq: float = 0.0
+    histogram: np.ndarray | None = None
+
+
+class NameStatistics:
+    def __init__(self, bins: int = 10000, confidence_over: str = "recognised"):
+        if confidence_over not in ("recognised", "all"):
+            raise ValueError("confidence_over must be 'recognised' or 'all'")
+        self.bins = bins
+        self.confidence_over = confidence_over
+        self.names: dict[str, _Name] = defaultdict(_Name)
+
+    def add(self, sentences: Sequence[BiasSentence], outcomes: Sequence[Sequence[SlotOutcome]]) -> None:
+        confidences: dict[str, list[float]] = defaultdict(list)
+        for sentence, slot_outcomes in zip(sentences, outcomes):
+            for slot, outcome in zip(sentence.slots, slot_outcomes):
+                stats = self.names[slot.name]
+                stats.slots += 1
+                if outcome.recognised:
+                    stats.recognised += 1
+                else:
+                    stats.labels[outcome.label] += 1
+                if outcome.confidence is not None and (outcome.recognised or self.confidence_over == "all"):
+                    confidences[slot.name].append(outcome.confidence)
+        for name, values in confidences.items():
+            self._add_confidences(self.names[name], np.asarray(values, dtype=np.float64))
+
+    def add_arrays(self, names: Sequence[str], name_indices: np.ndarray, labels: Sequence[str],
+                   label_indices: np.ndarray, confidences: np.ndarray) -> None:
+        """``add`` for outcomes as arrays (``CheckpointSlotTagger.tag_indices``): slot ``k`` holds
+        ``names[name_indices[k]]`` labelled ``labels[label_indices[k]]`` with ``confidences[k]``."""
+        name_indices, label_indices = np.ravel(name_indices), np.ravel(label_indices)
+        confidences = np.ravel(confidences)
+        recognised = np.array([label == RECOGNISED for label in labels])[label_indices]
+        slots = np.bincount(name_indices, minlength=len(names))
+        hits = np.bincount(name_indices[recognised], minlength=len(names))
+        other = np.bincount(name_indices[~recognised] * len(labels) + label_indices[~recognised],
+                            minlength=len(names) * len(labels)).reshape(len(names), len(labels))
+        keep = recognised if self.confidence_over == "recognised" else np.ones_like(recognised)
+        order = np.argsort(name_indices[keep], kind="stable")
+        kept_names, kept_values = name_indices[keep][order], confidences[keep][order]
+        bounds = np.searchsorted(kept_names, np.arange(len(names) + 1))
+        for n in np.flatnonzero(slots):
+            stats = self.names[names[n]]
+            stats.slots += int(slots[n])
+            stats.recognised += int(hits[n])
+            for label in np.flatnonzero(other[n]):
+                stats.labels[labels[label]] += int(other[n, label])
+            if bounds[n + 1] > bounds[n]:
+                self._add_confidences(stats, kept_values[bounds[n]:bounds[n + 1]])
+
+    def _add_confidences(self, stats: _Name, values: np.ndarray) -> None:
+        if stats.histogram is None:
+            stats.histogram = np.zeros(self.bins, dtype=np.int64)
+        stats.conf_count += len(values)
+        stats.conf_min = min(stats.conf_min, float(values.min()))
+        stats.conf_max = max(stats.conf_max, float(values.max()))
+        stats.conf_sum += float(values.sum())
+        stats.conf_sumsq += float((values ** 2).sum())
+        index = np.clip((values * self.bins).astype(np.int64), 0, self.bins - 1)
+        stats.histogram += np.bincount(index, minlength=self.bins)
+
+    def merge(self, other: "NameStatistics") -> "NameStatistics":
+        if other.bins != self.bins or other.confidence_over != self.confidence_over:
+            raise ValueError("cannot merge statistics with different bins or confidence_over")
+        for name, theirs in other.names.items():
+            mine = self.names[name]
+            mine.slots += theirs.slots
+            mine.recognised += theirs.recognised
+            mine.labels.update(theirs.labels)
+            if theirs.conf_count:
+                if mine.histogram is None:
+                    mine.histogram = np.zeros(self.bins, dtype=np.int64)
+                mine.histogram += theirs.histogram
+                mine.conf_count += theirs.conf_count
+                mine.conf_min = min(mine.conf_min, theirs.conf_min)
+                mine.conf_max = max(mine.conf_max, theirs.conf_max)
+                mine.conf_sum += theirs.conf_sum
+                mine.conf_sumsq += theirs.conf_sumsq
+        return self
+
+    # ----------------------------------------------------------------- persistence (shards)
+    def save(self, path: str | Path, metadata: Mapping[str, object]) -> None:
+        """Write the statistics (and what produced them) atomically as one ``.npz`` file."""
+        import json
+
+        names = sorted(self.names)
+        empty = np.zeros(self.bins, dtype=np.int64)
+        arrays = {
+            "names": np.array(names, dtype=object).astype(str),
+            "slots": np.array([self.names[n].slots for n in names], dtype=np.int64),
+            "recognised": np.array([self.names[n].recognised for n in names], dtype=np.int64),
+            "conf": np.array([[self.names[n].conf_count, self.names[n].conf_min, self.names[n].conf_max,
+                               self.names[n].conf_sum, self.names[n].conf_sumsq] for n in names],
+                             dtype=np.float64).reshape(len(names), 5),
+            "histogram": np.stack([self.names[n].histogram if self.names[n].histogram is not None else empty
+                                   for n in names]) if names else np.zeros((0, self.bins), dtype=np.int64),
+            "labels": np.array(json.dumps({n: dict(self.names[n].labels) for n in names})),
+            "meta": np.array(json.dumps({"bins": self.bins, "confidence_over": self.confidence_over, **metadata},
+                                        sort_keys=True)),
+        }
+        with atomic_path(path) as tmp:
+            with open(tmp, "wb") as handle:
+                np.savez_compressed(handle, **arrays)
+
+    @classmethod
+    def load(cls, path: str | Path) -> tuple["NameStatistics", dict]:
+        import json
+
+        with np.load(path, allow_pickle=False) as data:
+            meta = json.loads(str(data["meta"]))
+            stats = cls(bins=meta["bins"], confidence_over=meta["confidence_over"])
+            labels = json.loads(str(data["labels"]))
+            for i, name in enumerate(data["names"].tolist()):
+                entry = stats.names[name]
+                entry.slots, entry.recognised = int(data["slots"][i]), int(data["recognised"][i])
+                entry.labels = Counter(labels[name])
+                count, low, high, total, squares = data["conf"][i].tolist()
+                entry.conf_count, entry.conf_min, entry.conf_max = int(count), low, high
+                entry.conf_sum, entry.conf_sumsq = total, squares
+                entry.histogram = data["histogram"][i].copy() if count else None
+        return stats, meta
+
+    def _percentile(self, stats: _Name, q: float) -> float:
+        """Percentile from the histogram (bin midpoint), clipped to the exact min and max."""
+        cumulative = np.cumsum(stats.histogram)
+        rank = q * (stats.conf_count - 1)  # linear-interpolation convention's rank
+        position = int(np.searchsorted(cumulative, np.floor(rank) + 1))
+        value = (position + 0.5) / self.bins
+        return float(min(max(value, stats.conf_min), stats.conf_max))
+
+    def per_name(self, names: NameList) -> pd.DataFrame:
+        rows = []
+        for name in names.names:
+            stats = self.names.get(name)
+            if stats is None or stats.slots == 0:
+                continue
+            row = {"name": name, "group": names.group_of[name], "sentences": stats.slots,
+                   "recognised": stats.recognised, "accuracy": stats.recognised / stats.slots}
+            if stats.conf_count:
+                mean = stats.conf_sum / stats.conf_count
+                variance = max(stats.conf_sumsq / stats.conf_count - mean ** 2, 0.0)
+                row.update(conf_count=stats.conf_count, conf_min=stats.conf_min,
+                           conf_p25=self._percentile(stats, 0.25), conf_median=self._percentile(stats, 0.5),
+                           conf_mean=mean, conf_std=float(np.sqrt(variance)))
+            else:
+                row.update({column: (0 if column == "conf_count" else np.nan) for column in CONFIDENCE_COLUMNS})
+            rows.append(row)
+        return pd.DataFrame(rows, columns=["name", "group", "sentences", "recognised", "accuracy", *CONFIDENCE_COLUMNS])
+
+    def label_breakdown(self, names: NameList) -> pd.DataFrame:
+        """What each name got when it was not recognised: one row per (name, label)."""
+        rows = [{"name": name, "group": names.group_of[name], "label": label, "count": count,
+                 "share": count / self.names[name].slots}
+                for name in names.names if name in self.names
+                for label, count in sorted(self.names[name].labels.items())]
+        return pd.DataFrame(rows, columns=["name", "group", "label", "count", "share"])
+
+
+def _spread(values: pd.Series, prefix: str) -> dict[str, float]:
+    values = values.dropna()
+    if values.empty:
+        return {f"{prefix}_{k}": np.nan for k in ("min", "mean", "std", "median")}
+    return {f"{prefix}_min": float(values.min()), f"{prefix}_mean": float(values.mean()),
+            f"{prefix}_std": float(values.std(ddof=0)), f"{prefix}_median": float(values.median())}
+
+
+def per_group(per_name: pd.DataFrame, names: NameList) -> pd.DataFrame:
+    """Group accuracy p_c (Tables 3, 7), spread of name accuracy (Table 4) and of median
+    confidence (Table 5), and the share of names below the OOV name (Figures 1, 2, 4-8).
+
+    Rows: each group in list order, then ``ALL`` (every non-OOV name), then the OOV name.
+    """
+    oov = per_name[per_name["name"] == names.oov] if names.oov else per_name.iloc[0:0]
+    oov_accuracy = float(oov["accuracy"].iloc[0]) if len(oov) else np.nan
+    oov_p25 = float(oov["conf_p25"].iloc[0]) if len(oov) else np.nan
+    rows = []
+    groups = [(group, per_name[per_name["group"] == group]) for group in names.groups()]
+    groups.append(("ALL", per_name[per_name["name"] != names.oov]))
+    if len(oov):
+        groups.append((names.group_of[names.oov], oov))
+    for group, frame in groups:
+        if frame.empty:
+            continue
+        weights = frame["sentences"] / frame["sentences"].sum()  # p(n) within the group
+        row = {"group": group, "names": len(frame), "sentences": int(frame["sentences"].sum()),
+               "accuracy": float((weights * frame["accuracy"]).sum())}
+        row.update(_spread(frame["accuracy"], "name_accuracy"))
+        row.update(_spread(frame["conf_median"], "median_confidence"))
+        row.update(_spread(frame["conf_p25"], "p25_confidence"))
+        row["share_below_oov_accuracy"] = float((frame["accuracy"] < oov_accuracy).mean()) if len(oov) else np.nan
+        row["share_below_oov_p25_confidence"] = (float((frame["conf_p25"] < oov_p25).mean())
+                                                 if len(oov) and not np.isnan(oov_p25) else np.nan)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def summary_scalars(groups: pd.DataFrame, prefix: str) -> dict[str, float]:
+    """Flat ``{prefix/<group>/accuracy: ...}`` for W&B summaries and metrics.json."""
+    out = {}
+    for row in groups.to_dict("records"):
+        for key in ("accuracy", "name_accuracy_std", "median_confidence_median", "share_below_oov_accuracy"):
+            value = row.get(key)
+            if value is not None and not (isinstance(value, float) and np.isnan(value)):
+                out[f"{prefix}/{row['group']}/{key}"] = float(value)
+    return out

@@ -1,0 +1,77 @@
+"""Data types shared by the bias corpora, the taggers that label them, and the metrics."""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional, Protocol, Sequence
+
+# Outcome labels of a name slot.
+RECOGNISED = "PER"  # the name token is exactly a one-token PERSON entity
+NONE = "none"  # the name token is outside every entity
+PARTIAL_PREFIX = "partial:"  # part of a longer entity, e.g. "partial:PER", "partial:ORG"
+# Any other value is the type of a one-token non-PERSON entity: "LOC", "ORG", "MISC", ...
+
+
+# NamedTuples, not dataclasses: hundreds of millions are built per evaluation, and a tuple
+# is several times cheaper to construct than a frozen dataclass.
+class NameSlot(NamedTuple):
+    position: int  # token index of the name in the sentence
+    name: str  # the name as listed (original case): the key of per-name statistics
+
+
+class BiasSentence(NamedTuple):
+    """A synthetic sentence with the positions of the names placed in it."""
+
+    tokens: tuple[str, ...]
+    slots: tuple[NameSlot, ...]
+    source: int = 0  # template number or source-sentence index
+    index: int = 0  # position in its corpus (deterministic)
+
+    @property
+    def text(self) -> str:
+        return " ".join(self.tokens)
+
+
+class SlotOutcome(NamedTuple):
+    """What a tagger made of one name slot."""
+
+    label: str  # RECOGNISED, NONE, PARTIAL_PREFIX + type, or another entity type
+    confidence: Optional[float] = None  # our CRFs: P(slot is a one-token PERSON | sentence); None otherwise
+
+    @property
+    def recognised(self) -> bool:
+        return self.label == RECOGNISED
+
+
+class SlotTagger(Protocol):
+    """Anything that can label the name slots of bias sentences (one file per tagger kind)."""
+
+    name: str
+
+    def tag(self, sentences: Sequence[BiasSentence]) -> list[list[SlotOutcome]]:
+        """One list per sentence, one outcome per slot, in slot order."""
+        ...
+
+
+def outcome_from_spans(spans: Sequence[tuple[int, int, str]], position: int, person_label: str = "PER") -> str:
+    """The outcome label of the token at ``position`` given predicted ``(start, end, type)`` spans."""
+    for start, end, label in spans:
+        if start <= position < end:
+            if end - start == 1:
+                return RECOGNISED if label == person_label else label
+            return PARTIAL_PREFIX + (RECOGNISED if label == person_label else label)
+    return NONE
+
+
+LOWERCASE_SUFFIX = "_lower"
+
+
+def corpus_label(corpus: str, lowercase: bool) -> str:
+    """``winogender`` or ``winogender_lower``: the prefix of a corpus's metric keys and run folders."""
+    return f"{corpus}{LOWERCASE_SUFFIX if lowercase else ''}"
+
+
+def parse_corpus_label(label: str) -> tuple[str, bool]:
+    """Inverse of ``corpus_label``: ``"insitu_lower"`` -> ``("insitu", True)``."""
+    if label.endswith(LOWERCASE_SUFFIX):
+        return label[: -len(LOWERCASE_SUFFIX)], True
+    return label, False

@@ -1,0 +1,160 @@
+"""The tagger: word embedding (+ character CNN) -> BiLSTM -> constrained CRF.
+
+With ``TaggerConfig.elmo`` set, an ELMo token encoder (``nerbias.models.elmo``) replaces the word
+embedding and character CNN: its scalar mix of biLM layers is the BiLSTM's only input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from nerbias.models.crf import ConstrainedCRF
+
+
+@dataclass
+class TaggerConfig:
+    word_dim: int = 50
+    freeze_words: bool = False
+    char_cnn: bool = True
+    char_dim: int = 30
+    char_filters: int = 50
+    char_widths: Sequence[int] = field(default_factory=lambda: (3,))
+    lstm_hidden: int = 200
+    lstm_layers: int = 1
+    dropout: float = 0.5
+    word_dropout: float = 0.05  # chance a training token is replaced by <unk>, so <unk> is learned
+    sparse_word_gradients: bool = True  # 400k-row tables: update only the rows a batch uses
+    constrain_transitions: bool = True
+    # ELMo token encoder instead of word + char features: {"options": <options.json layout>,
+    # "freeze_lm": bool, "dropout": float} (plain values, so checkpoints load with weights_only).
+    elmo: Mapping[str, Any] | None = None
+
+
+class CharCNN(nn.Module):
+    """Character embeddings -> convolutions of several widths -> max over the word.
+
+    ``chars [batch, time, word_len]`` -> ``[batch, time, filters * len(widths)]``.
+    Captures casing, affixes and word shape, including for words never seen in training.
+    """
+
+    def __init__(self, num_chars: int, char_dim: int, filters: int, widths: Sequence[int]):
+        super().__init__()
+        self.embedding = nn.Embedding(num_chars, char_dim, padding_idx=0)
+        self.convs = nn.ModuleList(nn.Conv1d(char_dim, filters, w, padding=w // 2) for w in widths)
+        self.output_dim = filters * len(widths)
+
+    def forward(self, chars: Tensor) -> Tensor:
+        batch, time, length = chars.shape
+        flat = chars.view(batch * time, length)
+        embedded = self.embedding(flat).transpose(1, 2)  # [words, char_dim, len]
+        pad = (flat == 0).unsqueeze(1)
+        pooled = []
+        for conv in self.convs:
+            out = conv(embedded)[:, :, :length]
+            pooled.append(out.masked_fill(pad, float("-inf")).amax(dim=2))
+        features = torch.cat(pooled, dim=1)
+        features = torch.where(torch.isfinite(features), features, torch.zeros_like(features))  # padding words
+        return features.view(batch, time, self.output_dim)
+
+
+class WordCharEmbedder(nn.Module):
+    """Word vector (+ char-CNN features) of each token: ``[batch, time, output_dim]``.
+
+    Context-free (a token's features depend on the token alone), which is what lets bias
+    evaluation cache them per distinct token (``nerbias.models.fast_emissions``). In training,
+    word dropout replaces tokens by ``<unk>`` so that the OOV vector is learned.
+    """
+
+    context_free = True
+    elmo_chars = False  # Batch.chars holds ids in the chars vocabulary
+
+    def __init__(self, num_words: int, num_chars: int, config: TaggerConfig, pretrained: Tensor | None = None,
+                 unk_index: int = 1):
+        super().__init__()
+        self.unk_index = unk_index
+        self.word_dropout = config.word_dropout
+        self.words = nn.Embedding(num_words, config.word_dim, padding_idx=0, sparse=config.sparse_word_gradients)
+        if pretrained is not None:
+            if tuple(pretrained.shape) != (num_words, config.word_dim):
+                raise ValueError(f"pretrained matrix has shape {tuple(pretrained.shape)}, expected "
+                                 f"{(num_words, config.word_dim)}")
+            self.words.weight.data.copy_(pretrained)
+        self.words.weight.requires_grad_(not config.freeze_words)
+        self.chars = (CharCNN(num_chars, config.char_dim, config.char_filters, config.char_widths)
+                      if config.char_cnn else None)
+        self.output_dim = config.word_dim + (self.chars.output_dim if self.chars is not None else 0)
+
+    def features(self, words: Tensor, chars: Tensor) -> Tensor:
+        """``[batch, time, output_dim]`` of the given ids, no dropout (the fast path caches these)."""
+        features = [self.words(words)]
+        if self.chars is not None:
+            features.append(self.chars(chars))
+        return torch.cat(features, dim=2)
+
+    def embed(self, words: Tensor, chars: Tensor, mask: Tensor) -> Tensor:
+        """The token embedder interface (``BiLSTMCRFTagger``): features with word dropout in training."""
+        if self.training and self.word_dropout > 0:
+            drop = torch.rand(words.shape, device=words.device) < self.word_dropout
+            words = torch.where(drop & mask, torch.full_like(words, self.unk_index), words)
+        return self.features(words, chars)
+
+
+def build_token_embedder(config: TaggerConfig, num_words: int, num_chars: int, unk_index: int = 1,
+                         pretrained: Tensor | None = None) -> nn.Module:
+    """The embedder ``config`` describes: ELMo-style when ``config.elmo`` holds its options, else word + char."""
+    if config.elmo is not None:
+        from nerbias.models.elmo import ElmoTokenEncoder
+
+        return ElmoTokenEncoder(config.elmo["options"], freeze_lm=bool(config.elmo.get("freeze_lm", False)),
+                                dropout=float(config.elmo.get("dropout", 0.0)))
+    return WordCharEmbedder(num_words, num_chars, config, pretrained=pretrained, unk_index=unk_index)
+
+
+class BiLSTMCRFTagger(nn.Module):
+    """``embedder`` -> dropout -> BiLSTM -> linear -> CRF emissions; the CRF holds the transitions.
+
+    ``embedder`` is any module with ``embed(words, chars, mask) -> [batch, time, output_dim]``,
+    ``output_dim``, ``context_free`` (and, if true, ``features(words, chars)``) and ``elmo_chars``
+    (whether ``chars`` holds ELMo's character ids or ids of the chars vocabulary).
+    """
+
+    def __init__(self, embedder: nn.Module, tags: Sequence[str], config: TaggerConfig):
+        super().__init__()
+        self.config = config
+        self.embedder = embedder
+        self.dropout = nn.Dropout(config.dropout)
+        self.lstm = nn.LSTM(embedder.output_dim, config.lstm_hidden, num_layers=config.lstm_layers, batch_first=True,
+                            bidirectional=True, dropout=config.dropout if config.lstm_layers > 1 else 0.0)
+        self.projection = nn.Linear(2 * config.lstm_hidden, len(tags))
+        self.crf = ConstrainedCRF(tags, constrain=config.constrain_transitions)
+
+    @property
+    def context_free_tokens(self) -> bool:
+        """True when a token's BiLSTM input depends on the token alone (word + char features),
+        so inference may compute it once per distinct token (``nerbias.models.fast_emissions``)."""
+        return bool(self.embedder.context_free)
+
+    def token_features(self, words: Tensor, chars: Tensor) -> Tensor:
+        """``[batch, time, input_dim]``: the context-free features of each token, before dropout."""
+        return self.embedder.features(words, chars)
+
+    def emissions(self, words: Tensor, chars: Tensor, mask: Tensor) -> Tensor:
+        """``[batch, time, tags]`` emission scores."""
+        hidden = self.dropout(self.embedder.embed(words, chars, mask))
+        lengths = mask.sum(1).cpu()
+        packed = nn.utils.rnn.pack_padded_sequence(hidden, lengths, batch_first=True, enforce_sorted=False)
+        output, _ = self.lstm(packed)
+        output, _ = nn.utils.rnn.pad_packed_sequence(output, batch_first=True, total_length=words.size(1))
+        return self.projection(self.dropout(output))
+
+    def loss(self, words: Tensor, chars: Tensor, mask: Tensor, tags: Tensor) -> Tensor:
+        """Mean negative log-likelihood per sentence."""
+        return -self.crf(self.emissions(words, chars, mask), tags, mask=mask, reduction="mean")
+
+    def decode(self, words: Tensor, chars: Tensor, mask: Tensor) -> Tensor:
+        paths, _ = self.crf.viterbi(self.emissions(words, chars, mask), mask)
+        return paths

@@ -1,0 +1,59 @@
+"""Checkpoints: weights, vocabularies, tag set, resolved config and trainer state.
+
+Only tensors, strings, numbers, lists and dicts are stored, so every checkpoint loads with
+``torch.load(..., weights_only=True)``; nothing is unpickled as an arbitrary object.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nerbias.errors import CheckpointError
+from nerbias.fileio import atomic_path
+
+FORMAT = "nerbias-checkpoint"
+VERSION = 2  # 2: the token embedder is one submodule (``embedder.``); 1 is migrated on load
+# Version-1 weights sat beside the BiLSTM: words., chars. (word + char models), token_encoder. (ELMo).
+WORD_VECTORS_KEY = "embedder.words.weight"  # the word table in model_state (word + char models)
+_V1_PREFIXES = (("words.", "embedder.words."), ("chars.", "embedder.chars."), ("token_encoder.", "embedder."))
+
+
+def _migrate_v1(payload: dict[str, Any]) -> dict[str, Any]:
+    """Rename a version-1 tagger's weights to the composed model's names (as Flair migrates old payloads)."""
+    state = payload.get("model_state")
+    if isinstance(state, dict):
+        renamed = {}
+        for key, value in state.items():
+            for old, new in _V1_PREFIXES:
+                if key.startswith(old):
+                    key = new + key[len(old):]
+                    break
+            renamed[key] = value
+        payload = {**payload, "model_state": renamed}
+    return {**payload, "version": VERSION}
+
+
+def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
+    with atomic_path(path) as tmp:
+        torch.save({"format": FORMAT, "version": VERSION, **payload}, tmp)
+
+
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: checkpoint not found")
+    try:
+        payload = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as error:  # torch raises several types for foreign or corrupt files
+        raise CheckpointError(f"{path}: not a nerbias checkpoint ({type(error).__name__}: {str(error)[:200]})") from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: not a nerbias checkpoint (no '{FORMAT}' marker)")
+    if payload.get("version") == 1:
+        payload = _migrate_v1(payload)
+    if payload.get("version") != VERSION:
+        raise CheckpointError(f"{path}: checkpoint version {payload.get('version')} is not supported "
+                              f"(expected 1 or {VERSION})")
+    return payload

@@ -1,0 +1,435 @@
+"""Linear-chain CRF with hard transition constraints, exact marginals and span confidences.
+
+Everything here works in log space on batches ``[batch, time, tags]`` with a left-aligned
+boolean ``mask [batch, time]`` whose first column is all True. Illegal transitions are
+``-inf`` entries of the transition scores, so training (log-likelihood), decoding (Viterbi)
+and confidence (constrained forward-backward, Culotta & McCallum 2004) all see one model.
+
+``ConstrainedCRF`` reuses pytorch-crf's ``CRF`` (parameters, initialisation, validation,
+reductions) and adds the constraints as a ``torch.nn.utils.parametrize`` mask; the normaliser,
+a batched Viterbi and the constrained forward-backward are written here because no
+library provides them with constraints.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch import Tensor, nn
+from torch.nn.utils import parametrize
+from torchcrf import CRF
+
+from nerbias.data.tags import (  # TagScheme: re-exported, the schemes' confidences are computed here
+    Span,
+    TagScheme,
+    bioes_end_allowed,
+    bioes_start_allowed,
+    bioes_transition_allowed,
+    parse_tag,
+)
+
+
+def _logsumexp(scores: Tensor, dim: int) -> Tensor:
+    """``torch.logsumexp`` whose gradient stays finite (zero) when a row is all ``-inf``.
+
+    torch's own backward computes ``exp(-inf - -inf) = nan`` there; detaching the shift and
+    guarding the log keeps both the value (``-inf``) and the gradient (0) clean. Without
+    autograd, torch's fused kernel already returns ``-inf`` and is faster.
+    """
+    if not (scores.requires_grad and torch.is_grad_enabled()):
+        return torch.logsumexp(scores, dim=dim)
+    shift = scores.detach().amax(dim=dim, keepdim=True)
+    shift = torch.where(torch.isfinite(shift), shift, torch.zeros_like(shift))
+    total = (scores - shift).exp().sum(dim=dim, keepdim=True)
+    positive = total > 0
+    out = torch.where(positive, torch.log(torch.where(positive, total, torch.ones_like(total))) + shift,
+                      torch.full_like(total, float("-inf")))
+    return out.squeeze(dim)
+
+
+def _apply_allowed(emissions: Tensor, allowed: Tensor | None) -> Tensor:
+    if allowed is None:
+        return emissions
+    if allowed.shape != emissions.shape:
+        raise ValueError(f"allowed has shape {tuple(allowed.shape)}, expected {tuple(emissions.shape)}")
+    return emissions.masked_fill(~allowed, float("-inf"))
+
+
+def log_partition(
+    emissions: Tensor,
+    mask: Tensor,
+    transitions: Tensor,
+    start_transitions: Tensor,
+    end_transitions: Tensor,
+    allowed: Tensor | None = None,
+) -> Tensor:
+    """log Z over every tag sequence whose tag at each unmasked position is ``allowed``.
+
+    Args:
+        emissions: ``[batch, time, tags]`` float32 or float64.
+        mask: ``[batch, time]`` bool, left-aligned, ``mask[:, 0]`` all True.
+        transitions: ``[tags, tags]``, score of ``from -> to``; ``-inf`` marks illegal.
+        start_transitions, end_transitions: ``[tags]``.
+        allowed: ``[batch, time, tags]`` bool or None (every tag allowed).
+
+    Returns:
+        ``[batch]``: log Z, ``-inf`` where no sequence is allowed. Differentiable, NaN-free.
+    """
+    scores = _apply_allowed(emissions, allowed)
+    mask = mask.bool()
+    alpha = start_transitions + scores[:, 0]
+    for t in range(1, scores.size(1)):
+        step = _logsumexp(alpha.unsqueeze(2) + transitions, dim=1) + scores[:, t]
+        alpha = torch.where(mask[:, t].unsqueeze(1), step, alpha)
+    return _logsumexp(alpha + end_transitions, dim=1)
+
+
+def forward_backward(
+    emissions: Tensor,
+    mask: Tensor,
+    transitions: Tensor,
+    start_transitions: Tensor,
+    end_transitions: Tensor,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Forward and backward messages, in log space.
+
+    Returns ``alpha [batch, time, tags]`` (log score of all prefixes ending in the tag at t,
+    emission at t included), ``beta [batch, time, tags]`` (log score of all suffixes after t
+    given the tag at t, end transition included) and ``log_z [batch]``. Entries at padded
+    positions are unspecified.
+
+    Computed as the scaled forward-backward recursion (Rabiner 1989): messages are
+    probabilities renormalised at every step, so each step is one small matrix product
+    instead of a log-sum-exp over ``[batch, tags, tags]``; the scales are summed in log
+    space. The result equals the log-space recursion to the rounding of the input dtype
+    (float32 for the tagger, float64 in the brute-force tests), except that a message entry
+    below the dtype's smallest normal number relative to its step's total becomes ``-inf``.
+    Not differentiable: training uses ``log_partition``.
+    """
+    with torch.no_grad():
+        mask = mask.bool()
+        batch, length, _ = emissions.shape
+        device, dtype = emissions.device, emissions.dtype
+        tiny = torch.finfo(dtype).tiny
+        lengths = mask.sum(1)
+        step_max = emissions.amax(dim=2, keepdim=True)
+        step_max = torch.where(torch.isfinite(step_max), step_max, torch.zeros_like(step_max))
+        emitted = (emissions - step_max).exp()  # largest entry 1 at every step
+        moves = transitions.to(dtype).exp()  # illegal (-inf) -> 0
+        start, end = start_transitions.to(dtype), end_transitions.to(dtype)
+        start_max, end_max = start[torch.isfinite(start)].max(), end[torch.isfinite(end)].max()
+
+        def recurse(first: Tensor, steps: Tensor, matrix: Tensor) -> tuple[Tensor, Tensor]:
+            """Messages m_0 = first * steps_0, m_t = (m_{t-1} @ matrix) * steps_t, normalised."""
+            messages, scales = [], []
+            message = first * steps[:, 0]
+            for t in range(length):
+                if t:
+                    message = (message @ matrix) * steps[:, t]
+                total = message.sum(dim=1, keepdim=True).clamp_min(tiny)
+                message = message / total
+                messages.append(message)
+                scales.append(total)
+            log_scales = torch.cat(scales, dim=1).log().cumsum(dim=1)  # [batch, time]
+            return torch.stack(messages, dim=1), log_scales
+
+        # Forward: padded positions are computed but never read.
+        alpha_hat, alpha_scale = recurse((start - start_max).exp(), emitted, moves)
+        alpha = alpha_hat.log() + (alpha_scale + step_max.squeeze(2).cumsum(dim=1) + start_max).unsqueeze(2)
+
+        # Backward, as a forward pass over each sentence reversed within its own length.
+        positions = torch.arange(length, device=device).expand(batch, -1)
+        reverse = torch.where(positions < lengths.unsqueeze(1), lengths.unsqueeze(1) - 1 - positions, positions)
+        gather = reverse.unsqueeze(2).expand(-1, -1, emissions.size(2))
+        # gamma_t = e_t * beta_t has the forward form; beta_t = moves @ gamma_{t+1}.
+        reversed_max = step_max.squeeze(2).gather(1, reverse)
+        gamma_hat, gamma_scale = recurse((end - end_max).exp(), emitted.gather(1, gather), moves.T)
+        gamma_offset = gamma_scale + reversed_max.cumsum(dim=1) + end_max
+        beta_rest = (gamma_hat[:, :-1] @ moves.T).log() + gamma_offset[:, :-1].unsqueeze(2)
+        beta_reversed = torch.cat([end.expand(batch, 1, -1), beta_rest], dim=1)
+        beta = beta_reversed.gather(1, gather)
+
+        rows = torch.arange(batch, device=device)
+        log_z = torch.logsumexp(alpha[rows, lengths - 1] + end, dim=1)
+        return alpha, beta, log_z
+
+
+def marginals(
+    emissions: Tensor,
+    mask: Tensor,
+    transitions: Tensor,
+    start_transitions: Tensor,
+    end_transitions: Tensor,
+) -> Tensor:
+    """Token marginals ``P(tag at t | sentence)``, ``[batch, time, tags]``; zero at padding."""
+    alpha, beta, log_z = forward_backward(emissions, mask, transitions, start_transitions, end_transitions)
+    probs = (alpha + beta - log_z[:, None, None]).exp()
+    return probs * mask.unsqueeze(2).to(probs.dtype)
+
+
+def viterbi(
+    emissions: Tensor,
+    mask: Tensor,
+    transitions: Tensor,
+    start_transitions: Tensor,
+    end_transitions: Tensor,
+) -> tuple[Tensor, Tensor]:
+    """Best tag sequences ``[batch, time]`` (padding repeats the last tag) and their scores."""
+    mask = mask.bool()
+    score = start_transitions + emissions[:, 0]
+    history = []
+    for t in range(1, emissions.size(1)):
+        best, best_previous = (score.unsqueeze(2) + transitions).max(dim=1)
+        score = torch.where(mask[:, t].unsqueeze(1), best + emissions[:, t], score)
+        history.append(best_previous)
+    best_score, current = (score + end_transitions).max(dim=1)
+    path = [current]
+    for t in range(emissions.size(1) - 2, -1, -1):
+        previous = history[t].gather(1, current.unsqueeze(1)).squeeze(1)
+        current = torch.where(mask[:, t + 1], previous, current)
+        path.append(current)
+    return torch.stack(path[::-1], dim=1), best_score
+
+
+def sequence_score(
+    emissions: Tensor,
+    tags: Tensor,
+    mask: Tensor,
+    transitions: Tensor,
+    start_transitions: Tensor,
+    end_transitions: Tensor,
+) -> Tensor:
+    """Unnormalised log score of given tag sequences, ``[batch]``."""
+    mask = mask.bool()
+    batch = emissions.size(0)
+    rows = torch.arange(batch, device=emissions.device)
+    emitted = emissions.gather(2, tags.unsqueeze(2)).squeeze(2).masked_fill(~mask, 0).sum(1)
+    moves = transitions[tags[:, :-1], tags[:, 1:]]
+    moves = torch.where(mask[:, 1:], moves, torch.zeros_like(moves)).sum(1)
+    last = tags[rows, mask.sum(1) - 1]
+    return start_transitions[tags[:, 0]] + emitted + moves + end_transitions[last]
+
+
+# ----------------------------------------------------------------------------- span confidences
+
+def span_allowed_mask(
+    scheme: TagScheme, mask: Tensor, span_rows: Tensor, spans: Sequence[Span]
+) -> Tensor:
+    """The ``allowed`` mask of each span's constrained lattice, ``[spans, time, tags]``.
+
+    Every position of the span is clamped to its tag; at the position after the span only
+    the tags that would continue the entity are forbidden; nothing before is constrained.
+    """
+    lengths = mask.bool().sum(1)
+    allowed = torch.ones(len(spans), mask.size(1), len(scheme.tags), dtype=torch.bool, device=mask.device)
+    for k, span in enumerate(spans):
+        allowed[k, span.start:span.end] = False
+        for offset, tag in enumerate(scheme.span_tags(span)):
+            allowed[k, span.start + offset, tag] = True
+        if span.end < int(lengths[span_rows[k]]):
+            allowed[k, span.end, scheme.continuation_tags(span.label)] = False
+    return allowed
+
+
+def span_log_confidences_lattice(
+    scheme: TagScheme,
+    emissions: Tensor,
+    mask: Tensor,
+    transitions: Tensor,
+    start_transitions: Tensor,
+    end_transitions: Tensor,
+    span_rows: Tensor,
+    spans: Sequence[Span],
+    log_z: Tensor | None = None,
+) -> Tensor:
+    """log P(span | sentence) by one batched constrained lattice (``log_partition``) per span.
+
+    The direct statement of Culotta & McCallum's definition; all spans in one call.
+    """
+    if log_z is None:
+        log_z = log_partition(emissions, mask, transitions, start_transitions, end_transitions)
+    if not spans:
+        return emissions.new_zeros(0)
+    allowed = span_allowed_mask(scheme, mask, span_rows, spans)
+    constrained = log_partition(
+        emissions[span_rows], mask[span_rows], transitions, start_transitions, end_transitions, allowed
+    )
+    return constrained - log_z[span_rows]
+
+
+def span_log_confidences(
+    scheme: TagScheme,
+    emissions: Tensor,
+    mask: Tensor,
+    transitions: Tensor,
+    start_transitions: Tensor,
+    end_transitions: Tensor,
+    span_rows: Tensor,
+    spans: Sequence[Span],
+    messages: tuple[Tensor, Tensor, Tensor] | None = None,
+) -> Tensor:
+    """log P(span | sentence) for many spans from one forward-backward pass.
+
+    Same quantity as ``span_log_confidences_lattice``: the constrained lattice is
+    unconstrained before the span, so its forward message at the span's first position is
+    ``alpha``; clamping then fixes the path through the span; after the span it is the
+    unconstrained ``beta``, with the continuation tags removed at the next position.
+    """
+    if not spans:
+        return emissions.new_zeros(0)
+    alpha, beta, log_z = messages or forward_backward(
+        emissions, mask, transitions, start_transitions, end_transitions
+    )
+    lengths = mask.bool().sum(1).tolist()
+    device = emissions.device
+    # Flatten every span into (span, position, tag, previous tag) so one gather does all.
+    span_ids, rows, positions, tags, previous = [], [], [], [], []
+    first_rows, first_pos, first_tag, last_pos, last_tag = [], [], [], [], []
+    forbid_span, forbid_tag = [], []
+    for k, (row, span) in enumerate(zip(span_rows.tolist(), spans)):
+        span_tags = scheme.span_tags(span)
+        first_rows.append(row)
+        first_pos.append(span.start)
+        first_tag.append(span_tags[0])
+        last_pos.append(span.end - 1)
+        last_tag.append(span_tags[-1])
+        if span.end < lengths[row]:
+            for tag in scheme.continuation_tags(span.label):
+                forbid_span.append(k)
+                forbid_tag.append(tag)
+        for offset in range(1, len(span_tags)):
+            span_ids.append(k)
+            rows.append(row)
+            positions.append(span.start + offset)
+            tags.append(span_tags[offset])
+            previous.append(span_tags[offset - 1])
+    as_index = lambda values: torch.tensor(values, dtype=torch.long, device=device)  # noqa: E731
+    first_rows_t, last_pos_t, last_tag_t = as_index(first_rows), as_index(last_pos), as_index(last_tag)
+    score = alpha[first_rows_t, as_index(first_pos), as_index(first_tag)]
+    if span_ids:
+        rows_t, positions_t, tags_t = as_index(rows), as_index(positions), as_index(tags)
+        inner = transitions[as_index(previous), tags_t] + emissions[rows_t, positions_t, tags_t]
+        score = score.index_add(0, as_index(span_ids), inner)
+    tail = beta[first_rows_t, last_pos_t, last_tag_t]
+    forbidden = torch.zeros(len(spans), emissions.size(2), dtype=torch.bool, device=device)
+    if forbid_span:
+        forbidden[as_index(forbid_span), as_index(forbid_tag)] = True
+        # Continuation tags that are already illegal after the span's last tag change nothing.
+        forbidden &= torch.isfinite(transitions[last_tag_t])
+    if forbidden.any():
+        # beta at the span's last tag, recomputed with the continuation tags removed.
+        next_pos = (last_pos_t + 1).clamp(max=emissions.size(1) - 1)
+        following = emissions[first_rows_t, next_pos] + beta[first_rows_t, next_pos]
+        following = following.masked_fill(forbidden, float("-inf"))
+        restricted = _logsumexp(transitions[last_tag_t] + following, dim=1)
+        tail = torch.where(forbidden.any(1), restricted, tail)
+    return score + tail - log_z[first_rows_t]
+
+
+# ----------------------------------------------------------------------------- module
+
+class _MaskIllegal(nn.Module):
+    """Parametrisation that pins illegal entries to ``-inf`` (no gradient reaches them)."""
+
+    def __init__(self, allowed: Tensor):
+        super().__init__()
+        self.register_buffer("allowed", allowed.bool(), persistent=False)
+
+    def forward(self, raw: Tensor) -> Tensor:
+        return raw.masked_fill(~self.allowed, float("-inf"))
+
+
+def bioes_constraints(tags: Sequence[str]) -> tuple[Tensor, Tensor, Tensor]:
+    """Allowed ``(transitions [tags, tags], start [tags], end [tags])`` of a BIOES tag set."""
+    for tag in tags:
+        parse_tag(tag)
+    transitions = torch.tensor([[bioes_transition_allowed(a, b) for b in tags] for a in tags])
+    start = torch.tensor([bioes_start_allowed(tag) for tag in tags])
+    end = torch.tensor([bioes_end_allowed(tag) for tag in tags])
+    return transitions, start, end
+
+
+class ConstrainedCRF(CRF):
+    """pytorch-crf's CRF (batch-first) with BIOES constraints enforced everywhere.
+
+    ``forward`` returns the log-likelihood as pytorch-crf does; ``viterbi`` decodes in a
+    batch; ``marginals`` and ``span_log_confidences`` give exact probabilities of the same
+    constrained distribution.
+    """
+
+    def __init__(self, tags: Sequence[str], constrain: bool = True):
+        super().__init__(len(tags), batch_first=True)
+        self.scheme = TagScheme("bioes", tags)
+        self.constrained = constrain
+        if constrain:
+            transitions, start, end = bioes_constraints(tags)
+            parametrize.register_parametrization(self, "transitions", _MaskIllegal(transitions))
+            parametrize.register_parametrization(self, "start_transitions", _MaskIllegal(start))
+            parametrize.register_parametrization(self, "end_transitions", _MaskIllegal(end))
+
+    def scores(self) -> tuple[Tensor, Tensor, Tensor]:
+        """The effective (masked) ``transitions, start_transitions, end_transitions``."""
+        return self.transitions, self.start_transitions, self.end_transitions
+
+    def _compute_score(self, emissions: Tensor, tags: Tensor, mask: Tensor) -> Tensor:
+        # pytorch-crf multiplies transition scores by the mask, and -inf * 0 is NaN at padding.
+        return sequence_score(emissions.transpose(0, 1), tags.transpose(0, 1), mask.transpose(0, 1), *self.scores())
+
+    def _compute_normalizer(self, emissions: Tensor, mask: Tensor) -> Tensor:
+        # pytorch-crf hands over time-first tensors.
+        return log_partition(emissions.transpose(0, 1), mask.transpose(0, 1), *self.scores())
+
+    def forward(self, emissions: Tensor, tags: Tensor, mask: Tensor | None = None, reduction: str = "sum") -> Tensor:
+        with parametrize.cached():
+            return super().forward(emissions, tags, mask=mask, reduction=reduction)
+
+    def log_partition(self, emissions: Tensor, mask: Tensor, allowed: Tensor | None = None) -> Tensor:
+        with parametrize.cached():
+            return log_partition(emissions, mask, *self.scores(), allowed=allowed)
+
+    def viterbi(self, emissions: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        with parametrize.cached():
+            return viterbi(emissions, mask, *self.scores())
+
+    def decode(self, emissions: Tensor, mask: Tensor | None = None) -> list[list[int]]:
+        if mask is None:
+            mask = emissions.new_ones(emissions.shape[:2], dtype=torch.bool)
+        paths, _ = self.viterbi(emissions, mask)
+        return [path[: int(n)].tolist() for path, n in zip(paths, mask.bool().sum(1))]
+
+    def marginals(self, emissions: Tensor, mask: Tensor) -> Tensor:
+        with parametrize.cached():
+            return marginals(emissions, mask, *self.scores())
+
+    def forward_backward(self, emissions: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        with parametrize.cached():
+            return forward_backward(emissions, mask, *self.scores())
+
+    def marginal_at(self, emissions: Tensor, mask: Tensor, rows: Tensor, cols: Tensor, tag: int) -> Tensor:
+        """``[k]``: P(tag ``tag`` at position ``cols[k]`` | sentence ``rows[k]``), gathered only there.
+
+        With ``tag`` = S-PER this is a name slot's PERSON confidence: for a slot that Viterbi labels
+        S-PER it equals the span confidence of Culotta & McCallum (2004).
+        """
+        alpha, beta, log_z = self.forward_backward(emissions, mask)
+        rows, cols = rows.to(emissions.device), cols.to(emissions.device)
+        return (alpha[rows, cols, tag] + beta[rows, cols, tag] - log_z[rows]).exp()
+
+    def span_log_confidences(
+        self,
+        emissions: Tensor,
+        mask: Tensor,
+        span_rows: Tensor,
+        spans: Sequence[Span],
+        messages: tuple[Tensor, Tensor, Tensor] | None = None,
+        method: str = "forward_backward",
+    ) -> Tensor:
+        with parametrize.cached():
+            if method == "forward_backward":
+                return span_log_confidences(
+                    self.scheme, emissions, mask, *self.scores(), span_rows, spans, messages=messages
+                )
+            if method == "lattice":
+                return span_log_confidences_lattice(self.scheme, emissions, mask, *self.scores(), span_rows, spans)
+        raise ValueError(f"unknown confidence method {method!r} (forward_backward or lattice)")

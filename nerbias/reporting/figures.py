@@ -1,0 +1,246 @@
+"""Figures of the papers, with bootstrap bands, as PNG files written atomically.
+
+Name corpora: ECDFs of a per-name column by facet, one panel per model (``plot_ecdf_grid``,
+Figures 1, 2, 4-8), group accuracy with intervals (``plot_group_accuracy``) and the t-SNE of
+the names' word vectors in a checkpoint (``checkpoint_name_vectors`` + ``plot_name_tsne``,
+Figure 3). Census: per-year error rates of female and male names (``plot_census_bands``) and
+their gap (``plot_census_gap``, ``plot_census_gap_by_template``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from nerbias.bias import census
+from nerbias.errors import CheckpointError, NerbiasError
+from nerbias.fileio import atomic_path
+from nerbias.models.checkpoint import WORD_VECTORS_KEY, load_checkpoint
+from nerbias.reporting.uncertainty import (
+    DEFAULT_CONFIDENCE, DEFAULT_N_BOOT, NameTable, bootstrap_ecdf, bootstrap_group_accuracy,
+)
+
+log = logging.getLogger(__name__)
+
+
+def _figure(rows: int, columns: int, width: float, height: float):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    # Figure + Agg canvas: no pyplot state, so this runs headless and inside notebooks alike.
+    figure = Figure(figsize=(width * columns, height * rows), constrained_layout=True)
+    FigureCanvasAgg(figure)
+    return figure, figure.subplots(rows, columns, squeeze=False)
+
+
+def _save(figure, path: str | Path, dpi: int = 110) -> Path:
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, format="png", dpi=dpi)
+    return path
+
+
+def _colors(labels: Iterable[str]) -> dict[str, Any]:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10"]
+    return {label: cmap(i % 10) for i, label in enumerate(labels)}
+
+
+def plot_ecdf_grid(tables: Mapping[str, NameTable], path: str | Path, column: str = "accuracy", by: str = "group",
+                   title: str | None = None, n_boot: int = DEFAULT_N_BOOT, confidence: float = DEFAULT_CONFIDENCE,
+                   seed: int = 0, columns: int = 3) -> Path | None:
+    """One panel per model: ECDF of a per-name column by facet, bootstrap band shaded, the OOV
+    name's value as a grey dashed line (Figures 1, 2, 4-8). None when no model has the values."""
+    usable = {m: t for m, t in tables.items()
+              if column in t.columns and not np.all(np.isnan(t.values(column))) and t.has_facet(by)}
+    if not usable:
+        return None
+    columns = min(columns, len(usable))
+    rows = math.ceil(len(usable) / columns)
+    figure, axes = _figure(rows, columns, 4.6, 3.4)
+    for axis in axes.flat[len(usable):]:
+        axis.set_visible(False)
+    for axis, (model, table) in zip(axes.flat, usable.items()):
+        bands = bootstrap_ecdf(table, column, by, n_boot=n_boot, confidence=confidence, seed=seed)
+        colors = _colors(bands)
+        facets, values = table.facet(by), table.name_values(column)
+        for label, band in bands.items():
+            points = np.sort(values[(facets == label) & ~np.isnan(values)])
+            axis.fill_between(band["x"], band["low"], band["high"], step="post", color=colors[label], alpha=0.18,
+                              linewidth=0)
+            if len(points):
+                xs = np.concatenate([[0.0], points, [1.0]])
+                ys = np.concatenate([[0.0], np.arange(1, len(points) + 1) / len(points), [1.0]])
+                axis.step(xs, ys, where="post", color=colors[label], label=str(label), linewidth=1.3)
+        oov = table.oov_value(column)
+        if oov is not None:
+            axis.axvline(oov, color="grey", linestyle="--", linewidth=1, label=f"OOV ({table.oov_name})")
+        axis.set_title(f"{model} ({table.n_seeds} seed{'s' if table.n_seeds > 1 else ''})", fontsize=9)
+        axis.set_xlabel(column)
+        axis.set_ylabel("share of names at or below")
+        axis.set_xlim(-0.02, 1.02)
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=6, loc="upper left")
+    figure.suptitle(title or f"ECDF of {column} by {by}; shaded: {confidence:.0%} bootstrap band over names",
+                    fontsize=9, wrap=True)  # long titles otherwise overflow a one-panel figure
+    return _save(figure, path)
+
+
+def plot_group_accuracy(tables: Mapping[str, NameTable], path: str | Path, by: str = "group",
+                        n_boot: int = DEFAULT_N_BOOT, confidence: float = DEFAULT_CONFIDENCE, seed: int = 0,
+                        title: str | None = None) -> Path:
+    """Group accuracy with its interval, one row of markers per group, one colour per model."""
+    boots = {model: bootstrap_group_accuracy(table, by, n_boot=n_boot, confidence=confidence, seed=seed)
+             for model, table in tables.items()}
+    labels = list(dict.fromkeys(label for boot in boots.values() for label in boot.labels))
+    figure, axes = _figure(1, 1, 7.5, 0.45 * len(labels) + 1.6)
+    axis = axes[0][0]
+    colors = _colors(boots)
+    offsets = np.linspace(-0.25, 0.25, len(boots)) if len(boots) > 1 else [0.0]
+    for offset, (model, boot) in zip(offsets, boots.items()):
+        frame = boot.table()
+        positions = [labels.index(label) + offset for label in frame[by]]
+        axis.errorbar(frame["accuracy"], positions, xerr=[frame["accuracy"] - frame["ci_low"],
+                                                          frame["ci_high"] - frame["accuracy"]],
+                      fmt="o", color=colors[model], capsize=3, label=model, markersize=4)
+    axis.set_yticks(range(len(labels)), labels)
+    axis.invert_yaxis()
+    axis.set_xlabel(f"accuracy p_c ({confidence:.0%} bootstrap interval)")
+    axis.grid(alpha=0.3, axis="x")
+    axis.legend(fontsize=7)
+    axis.set_title(title or f"Accuracy by {by}")
+    return _save(figure, path)
+
+
+
+def checkpoint_name_vectors(checkpoint: str | Path, names: Sequence[str]) -> dict[str, np.ndarray]:
+    """The word vector of each name in a nerbias checkpoint (lower-cased when the model lower-cases
+    words); names outside its vocabulary are left out (they would all share the <unk> vector)."""
+    payload = load_checkpoint(checkpoint)
+    try:
+        state, words, lowercase = payload["model_state"], payload["vocab"]["words"], payload["lowercase_words"]
+    except (KeyError, TypeError) as error:
+        raise CheckpointError(f"{checkpoint}: incomplete or incompatible checkpoint ({error})") from None
+    if WORD_VECTORS_KEY not in state:
+        raise NerbiasError(f"{checkpoint}: the model has no word-embedding table (ELMo-style), so there are "
+                           "no name vectors to project")
+    weight = state[WORD_VECTORS_KEY].detach().cpu().numpy()
+    index = {word: i for i, word in enumerate(words)}
+    vectors = {}
+    for name in names:
+        key = name.lower() if lowercase else name
+        if key in index:
+            vectors[name] = weight[index[key]]
+    return vectors
+
+
+def plot_name_tsne(vectors: Mapping[str, np.ndarray], group_of: Mapping[str, str], path: str | Path,
+                   seed: int = 0, perplexity: float | None = None, title: str | None = None) -> Path | None:
+    """Figure 3: t-SNE projection of the names' embeddings, coloured by group. None with < 4 names."""
+    from sklearn.manifold import TSNE
+
+    names = [name for name in vectors if name in group_of]
+    if len(names) < 4:
+        log.warning("t-SNE needs at least 4 names with vectors, have %d; figure skipped", len(names))
+        return None
+    matrix = np.vstack([np.asarray(vectors[name], dtype=np.float64) for name in names])
+    # perplexity must stay below the number of points; 30 (sklearn's default) for the full list
+    perplexity = perplexity or float(min(30.0, max(2.0, (len(names) - 1) / 3)))
+    # Exact gradients: a name list has ~100 points, where Barnes-Hut saves nothing and its OpenMP
+    # threads can stall for seconds on a busy machine.
+    method = "exact" if len(names) <= 1000 else "barnes_hut"
+    points = TSNE(n_components=2, perplexity=perplexity, random_state=seed, init="pca",
+                  method=method).fit_transform(matrix)
+    groups = list(dict.fromkeys(group_of[name] for name in names))
+    colors = _colors(groups)
+    figure, axes = _figure(1, 1, 7.5, 6)
+    axis = axes[0][0]
+    for group in groups:
+        rows = [i for i, name in enumerate(names) if group_of[name] == group]
+        axis.scatter(points[rows, 0], points[rows, 1], color=colors[group], label=group, s=22)
+        for i in rows:
+            axis.annotate(names[i], points[i], fontsize=5, alpha=0.7, xytext=(2, 2), textcoords="offset points")
+    axis.legend(fontsize=7)
+    axis.set_xticks([])
+    axis.set_yticks([])
+    axis.set_title(title or f"t-SNE of first-name embeddings ({len(names)} names, perplexity {perplexity:.3g})")
+    return _save(figure, path)
+
+
+_MEASURE_TITLES = {"type1": "type 1 (not PERSON)", "type2": "type 2 (other type)", "type3": "type 3 (untagged)"}
+
+
+def _census_panels(boot: pd.DataFrame, template: int, axes):
+    """(row, axis, error type, weighting, that measure's rows by year) for the 2 x 3 census panels."""
+    part = boot[boot["template"] == template].sort_values("year")
+    for row, (suffix, weighting) in enumerate((("w", "weighted"), ("u", "unweighted"))):
+        for column, kind in enumerate(("type1", "type2", "type3")):
+            yield row, axes[row][column], kind, weighting, part[part["measure"] == f"{kind}_{suffix}"]
+
+
+def plot_census_bands(boot: pd.DataFrame, path: str | Path, template: int, title: str | None = None) -> Path:
+    """Per-year error rates of female and male names, 2 x 3 panels (weighted / unweighted x
+    types 1-3), each with its bootstrap band: the census paper's figure with intervals."""
+    figure, axes = _figure(2, 3, 5, 3.4)
+    for row, axis, kind, weighting, series in _census_panels(boot, template, axes):
+        for sex, label, color in (("F", "female", "tab:red"), ("M", "male", "tab:blue")):
+            axis.fill_between(series["year"], series[f"{sex}_low"], series[f"{sex}_high"], color=color, alpha=0.2,
+                              linewidth=0)
+            axis.plot(series["year"], series[sex], color=color, label=label, linewidth=1.1)
+        _label_census_panel(axis, row, kind, weighting, "error rate")
+    axes[0][0].legend(fontsize=8)
+    sentence = " ".join(["<Name>", census.TEMPLATES.get(template, "")]).strip()
+    figure.suptitle(title or f"Census template {template} (\"{sentence}\"): errors by year, 95% bands over names")
+    return _save(figure, path, dpi=100)
+
+
+def _label_census_panel(axis, row: int, kind: str, weighting: str, ylabel: str) -> None:
+    axis.set_title(f"{_MEASURE_TITLES[kind]}, {weighting}", fontsize=9)
+    axis.set_ylabel(ylabel)
+    axis.grid(alpha=0.3)
+    if row == 1:
+        axis.set_xlabel("year")
+
+
+def plot_census_gap(boot: pd.DataFrame, path: str | Path, template: int, title: str | None = None) -> Path:
+    """Female - male gap of each error measure per year with its bootstrap band; above 0 means
+    female names are mis-tagged more often."""
+    figure, axes = _figure(2, 3, 5, 3.4)
+    for row, axis, kind, weighting, series in _census_panels(boot, template, axes):
+        axis.fill_between(series["year"], series["gap_low"], series["gap_high"], color="tab:purple", alpha=0.25,
+                          linewidth=0, label="95% interval")
+        axis.plot(series["year"], series["gap"], color="tab:purple", linewidth=1.1, label="female - male")
+        axis.axhline(0, color="black", linewidth=0.8)
+        _label_census_panel(axis, row, kind, weighting, "female - male error rate")
+    axes[0][0].legend(fontsize=8)
+    figure.suptitle(title or f"Census template {template}: female - male gap by year, 95% bootstrap interval")
+    return _save(figure, path, dpi=100)
+
+
+def plot_census_gap_by_template(boot: pd.DataFrame, path: str | Path, measure: str = "type1_w",
+                                title: str | None = None) -> Path:
+    """The female - male gap of one measure per year, one line and band per template."""
+    part = boot[boot["measure"] == measure]
+    templates = sorted(part["template"].unique().tolist())
+    colors = _colors(templates)
+    figure, axes = _figure(1, 1, 9, 4.2)
+    axis = axes[0][0]
+    for template in templates:
+        series = part[part["template"] == template].sort_values("year")
+        axis.fill_between(series["year"], series["gap_low"], series["gap_high"], color=colors[template], alpha=0.15,
+                          linewidth=0)
+        axis.plot(series["year"], series["gap"], color=colors[template], linewidth=1, label=f"template {template}")
+    axis.axhline(0, color="black", linewidth=0.8)
+    axis.set_xlabel("year")
+    axis.set_ylabel(f"female - male {measure}")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=7, ncol=3)
+    axis.set_title(title or f"Female - male gap of {measure} by template, 95% bootstrap bands")
+    return _save(figure, path, dpi=100)
+

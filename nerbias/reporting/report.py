@@ -1,0 +1,264 @@
+"""The static report of ``report.py``: Markdown + PNG + CSV with intervals and tests.
+
+For one model on one corpus, its runs being training seeds (``names_section``: Tables 3-5 and 7,
+the gaps, permutation tests, ECDFs and the t-SNE of Figure 3), or for census runs, one after
+another (``census_section``: per-year female - male gaps). ``render_report`` writes
+``report.md`` plus ``report_*.png`` / ``report_*.csv`` into the first run directory and logs the
+same to W&B.
+
+Runs are read by ``nerbias.reporting.runs``, statistics are in ``nerbias.reporting.uncertainty``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from nerbias.bias.names import NameList
+from nerbias.bias.plots import plot_census_errors
+from nerbias.errors import NerbiasError
+from nerbias.fileio import atomic_write_text, write_csv
+from nerbias.loggers import NullLogger
+from nerbias.reporting.figures import (
+    checkpoint_name_vectors, plot_census_bands, plot_census_gap, plot_ecdf_grid, plot_group_accuracy, plot_name_tsne,
+)
+from nerbias.reporting.runs import Run, census_name_frame, load_run, name_table, names_for
+from nerbias.reporting.tables import (
+    REPRESENTATIVE_YEARS, accuracy_display, census_year_table, label_breakdown_table, markdown_table, spread_display,
+)
+from nerbias.reporting.uncertainty import (
+    CENSUS_MEASURES, CENSUS_N_BOOT, DEFAULT_CONFIDENCE, DEFAULT_N_BOOT, DEFAULT_N_PERMUTATIONS,
+    bootstrap_census, bootstrap_group_accuracy, bootstrap_spread, census_gap_summary, gender_permutation_test,
+    interval_text, pairwise_permutation_tests, permutation_census,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ReportOptions:
+    n_boot: int = DEFAULT_N_BOOT
+    n_permutations: int = DEFAULT_N_PERMUTATIONS
+    confidence: float = DEFAULT_CONFIDENCE
+    seed: int = 0
+    census_boot: int = CENSUS_N_BOOT
+    census_permutations: int = 0  # per-year tests are slow and weak after Holm over 139 years: opt in
+    census_years: Sequence[int] | None = None
+    ssa: str | Path | None = None
+    predictions: str | Path | None = None
+    checkpoint: str | Path | None = None
+
+
+@dataclass
+class Section:
+    lines: list[str] = field(default_factory=list)
+    images: dict[str, Path] = field(default_factory=dict)
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    scalars: dict[str, float] = field(default_factory=dict)
+
+    def add_table(self, key: str, frame: pd.DataFrame, out_dir: Path, display: pd.DataFrame | None = None) -> None:
+        self.tables[key] = frame
+        write_csv(out_dir / f"report_{key}.csv", frame)
+        self.lines += [markdown_table(frame if display is None else display), ""]
+
+    def add_image(self, key: str, path: Path | None, caption: str) -> None:
+        if path is None:
+            return
+        self.images[key] = path
+        self.lines += [f"![{caption}]({path.name})", "", f"*{caption}*", ""]
+
+
+def names_section(runs: Sequence[Run], names: NameList, out_dir: Path, options: ReportOptions) -> Section:
+    table = name_table(runs, names)
+    model = runs[0].label if len({r.label for r in runs}) == 1 else " + ".join(dict.fromkeys(r.label for r in runs))
+    tables = {model: table}
+    section = Section()
+    kw = dict(n_boot=options.n_boot, confidence=options.confidence, seed=options.seed)
+    level = "names and training seeds (crossed)" if table.n_seeds > 1 else "names within each group"
+    section.lines += [
+        f"# Bias report: {model} on {runs[0].corpus_title}", "",
+        f"- runs: {len(runs)} ({', '.join(str(r.path) for r in runs)})",
+        f"- names: {len(table.names)} in {len(table.facet_labels('group'))} groups"
+        + (f", OOV name {table.oov_name}" if table.oov_name else ""),
+        f"- intervals: {options.confidence:.0%} percentile bootstrap, B = {options.n_boot}, resampling {level}",
+        f"- tests: permutation of group labels among names (scipy.stats.permutation_test, "
+        f"{options.n_permutations} resamples, two-sided); pairwise p-values Holm-adjusted over all pairs", "",
+    ]
+
+    boot = bootstrap_group_accuracy(table, "group", **kw)
+    groups = boot.table(with_all=True)
+    shares = [r.tables["per_group"] for r in runs if "share_below_oov_accuracy" in r.tables.get("per_group", {})]
+    if shares:  # per_group's share of names below the OOV name, mean over runs (no interval)
+        below = pd.concat(shares).groupby("group")["share_below_oov_accuracy"].mean()
+        groups["share_below_oov_accuracy"] = groups["group"].map(below)
+    section.lines += ["## Accuracy by group (Tables 3 / 7)", ""]
+    oov = table.oov_value("accuracy")
+    if oov is not None:
+        section.lines += [f"OOV name ({table.oov_name}) accuracy: {oov:.4f}", ""]
+    section.add_table("group_accuracy", groups, out_dir, accuracy_display(groups))
+    gap = boot.gap()
+    section.lines += [f"**Gap, best ({gap['best']}) minus worst ({gap['worst']}) group: "
+                      f"{interval_text(gap['gap'], gap['ci_low'], gap['ci_high'], 4)}** "
+                      "(interval of the range max - min, recomputed in each replicate).", ""]
+    section.scalars.update({"report/gap": gap["gap"], "report/gap_ci_low": gap["ci_low"],
+                            "report/gap_ci_high": gap["ci_high"]})
+    for row in groups.itertuples(index=False):
+        section.scalars.update({f"report/{row.group}/accuracy": row.accuracy,
+                                f"report/{row.group}/ci_low": row.ci_low, f"report/{row.group}/ci_high": row.ci_high})
+    section.add_image("group_accuracy", plot_group_accuracy(tables, out_dir / "report_group_accuracy.png", **kw),
+                      "Accuracy by group with 95% bootstrap intervals")
+
+    for by in ("gender", "race"):
+        if not table.has_facet(by):
+            continue
+        facet = bootstrap_group_accuracy(table, by, **kw)
+        frame = facet.table()
+        section.lines += [f"## Accuracy by {by}", ""]
+        section.add_table(f"{by}_accuracy", frame, out_dir, accuracy_display(frame))
+        facet_gap = facet.gap()
+        section.lines += [f"Gap, best ({facet_gap['best']}) minus worst ({facet_gap['worst']}): "
+                          f"{interval_text(facet_gap['gap'], facet_gap['ci_low'], facet_gap['ci_high'], 4)}", ""]
+        section.scalars[f"report/{by}_gap"] = facet_gap["gap"]
+
+    section.lines += ["## Permutation tests", ""]
+    if table.has_facet("gender"):
+        gender = gender_permutation_test(table, n_resamples=options.n_permutations, seed=options.seed)
+        section.lines += ["Female vs male names (difference = female - male weighted accuracy):", ""]
+        section.add_table("permutation_gender", gender, out_dir)
+        section.scalars["report/female_minus_male"] = float(gender["difference"].iloc[0])
+        section.scalars["report/female_minus_male_p"] = float(gender["p_value"].iloc[0])
+    pairs = pairwise_permutation_tests(table, "group", n_resamples=options.n_permutations, seed=options.seed)
+    section.lines += [f"Every pair of groups ({len(pairs)} tests; `p_holm` controls the family-wise error "
+                      "over all of them):", ""]
+    section.add_table("permutation_pairs", pairs, out_dir)
+
+    section.lines += ["## Spread of name accuracy (Table 4)", ""]
+    spread = bootstrap_spread(table, "accuracy", **kw)
+    section.add_table("spread_accuracy", spread, out_dir, spread_display(spread))
+    if "conf_median" in table.columns and not np.all(np.isnan(table.values("conf_median"))):
+        section.lines += ["## Spread of median PERSON confidence (Table 5)", ""]
+        confidence_spread = bootstrap_spread(table, "conf_median", **kw)
+        section.add_table("spread_conf_median", confidence_spread, out_dir, spread_display(confidence_spread))
+
+    breakdown = label_breakdown_table(runs)
+    if breakdown is not None:
+        section.lines += ["## What unrecognised names got instead (share of slots, mean over runs)", ""]
+        section.add_table("label_breakdown", breakdown, out_dir)
+
+    section.lines += ["## Distributions (Figures 1, 2, 4-8)", ""]
+    for by in ("group", "gender", "race"):
+        if table.has_facet(by):
+            path = plot_ecdf_grid(tables, out_dir / f"report_ecdf_accuracy_by_{by}.png", "accuracy", by,
+                                  title=f"{runs[0].corpus_title}: name accuracy by {by}, 95% bootstrap bands", **kw)
+            section.add_image(f"ecdf_accuracy_by_{by}", path, f"ECDF of name accuracy by {by}")
+    path = plot_ecdf_grid(tables, out_dir / "report_ecdf_conf_p25_by_group.png", "conf_p25", "group",
+                          title=f"{runs[0].corpus_title}: 25th-percentile PERSON confidence, 95% bootstrap bands", **kw)
+    section.add_image("ecdf_conf_p25_by_group", path, "ECDF of the 25th-percentile PERSON confidence by group")
+    if options.checkpoint:
+        vectors = checkpoint_name_vectors(options.checkpoint, table.names)
+        path = plot_name_tsne(vectors, dict(zip(table.names, table.groups)), out_dir / "report_tsne_names.png",
+                              seed=options.seed)
+        section.add_image("tsne_names", path, f"t-SNE of the names' word vectors in {options.checkpoint} (Figure 3)")
+    return section
+
+
+def census_section(run: Run, out_dir: Path, options: ReportOptions) -> Section:
+    section = Section()
+    errors = run.tables["census_errors"]
+    templates = sorted(int(t) for t in errors["template"].unique())
+    years = sorted(int(y) for y in errors["year"].unique())
+    section.lines += [f"# Census benchmark report: {run.label}", "",
+                      f"- run: {run.path}", f"- templates: {templates}; years {years[0]}-{years[-1]} ({len(years)})"]
+    try:
+        frame = census_name_frame(run, options.ssa, options.predictions)
+    except Exception as error:  # no SSA files or labels here: curves without bands, said so
+        log.warning("census intervals skipped: %s", error)
+        section.lines += [f"- intervals: not computed ({error})", ""]
+        for template in templates:
+            path = plot_census_errors(errors, out_dir / f"report_census_errors_template{template}.png",
+                                      template=template)
+            section.add_image(f"census_errors_template{template}", path, f"Template {template}: errors by year")
+        return section
+    section.lines += [
+        f"- intervals: {options.confidence:.0%} percentile bootstrap, B = {options.census_boot}, resampling each "
+        "year's names of each sex with replacement (exact, via multinomial draws over (count, outcome) classes); "
+        "female and male drawn independently, gap = female - male in each replicate; years are not pooled", ""]
+    boot = bootstrap_census(frame, n_boot=options.census_boot, confidence=options.confidence, seed=options.seed,
+                            years=options.census_years)
+    section.tables["census_bootstrap"] = boot
+    write_csv(out_dir / "report_census_bootstrap.csv", boot)
+    section.lines += [f"## Female - male gap: years whose {options.confidence:.0%} interval lies above or below 0", ""]
+    summary = pd.concat([census_gap_summary(boot, measure) for measure in CENSUS_MEASURES], ignore_index=True)
+    section.add_table("census_gap_summary", summary, out_dir)
+    for row in summary.itertuples(index=False):
+        prefix = f"report/census/template{row.template}/{row.measure}"
+        section.scalars.update({f"{prefix}/years_female_worse": row.years_female_worse,
+                                f"{prefix}/years_male_worse": row.years_male_worse})
+    for measure in ("type1_w", "type1_u"):
+        section.lines += [f"## {measure}: representative years", ""]
+        section.add_table(f"census_years_{measure}", census_year_table(boot, measure), out_dir)
+    for row in boot[boot["measure"] == "type1_w"].itertuples(index=False):
+        if row.year in REPRESENTATIVE_YEARS:
+            section.scalars[f"report/census/template{row.template}/{row.year}/type1_w_gap"] = row.gap
+    if options.census_permutations:
+        tests = permutation_census(frame, "type1_w", n_resamples=options.census_permutations, seed=options.seed,
+                                   years=options.census_years)
+        section.lines += [f"## Permutation test per year (type1_w, {options.census_permutations} shuffles of the "
+                          "sex labels; `p_holm` over the years of a template)", "",
+                          f"Years with p_holm < 0.05: {int((tests['p_holm'] < 0.05).sum())} of {len(tests)}", ""]
+        section.tables["census_permutation"] = tests
+        write_csv(out_dir / "report_census_permutation.csv", tests)
+    section.lines += ["## Figures", ""]
+    for template in templates:
+        section.add_image(f"census_errors_template{template}",
+                          plot_census_bands(boot, out_dir / f"report_census_errors_template{template}.png", template),
+                          f"Template {template}: error rates by year, female vs male, 95% bands")
+        section.add_image(f"census_gap_template{template}",
+                          plot_census_gap(boot, out_dir / f"report_census_gap_template{template}.png", template),
+                          f"Template {template}: female - male gap by year with its 95% interval")
+    return section
+
+
+def render_report(run_dirs: Sequence[str | Path], names_path: str | Path | None = None,
+                  output_dir: str | Path | None = None, options: ReportOptions | None = None,
+                  logger: NullLogger | None = None) -> Path:
+    """Write ``report.md`` (+ PNG and CSV files) into ``output_dir`` (default: the first run
+    directory) and log tables, figures and scalars to ``logger``. Returns the report's path.
+
+    Name-corpus runs are taken as training seeds of one model on one corpus; census runs are
+    reported one after another.
+    """
+    options = options or ReportOptions()
+    logger = logger or NullLogger()
+    runs = [load_run(path) for path in run_dirs]
+    if not runs:
+        raise NerbiasError("no run directory given")
+    kinds = {run.kind for run in runs}
+    if len(kinds) > 1:
+        raise NerbiasError("mix of census and name-corpus runs: report them separately")
+    out_dir = Path(output_dir or runs[0].path)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if kinds == {"names"}:
+        sections = [names_section(runs, names_for(runs, names_path), out_dir, options)]
+    else:
+        sections = [census_section(run, out_dir, options) for run in runs]
+    text = "\n".join(line for section in sections for line in section.lines).rstrip() + "\n"
+    report = out_dir / "report.md"
+    atomic_write_text(report, text)
+    try:  # W&B is a copy of what is on disk: a failure there is a warning, never a lost report
+        for section in sections:
+            logger.summary(section.scalars)
+            for key, frame in section.tables.items():
+                logger.table(f"report/{key}", frame)
+            for key, path in section.images.items():
+                logger.image(f"report/{key}", path)
+        logger.artifact("bias-report", "report", report)
+    except Exception as error:
+        log.warning("W&B logging of the report failed (%s); the report is on disk", error)
+    return report
+

@@ -1,0 +1,78 @@
+"""Scoring a tagger on CoNLL data: entity precision / recall / F1 and the prediction files.
+
+Entity-level scores come from seqeval in strict mode (equal to conlleval): strict mode on
+well-formed BIOES sequences counts exactly the exact-match chunks conlleval counts on the same
+entities, and the constrained CRF only produces well-formed sequences.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Sequence
+
+from seqeval.metrics import classification_report
+from seqeval.scheme import IOBES
+
+from nerbias.data.batching import bioes_tags
+from nerbias.data.conll import Sentence, write_conll
+from nerbias.data.tags import bioes_to_iob1
+from nerbias.fileio import atomic_write_text
+from nerbias.models.tagger import NerTagger, Prediction
+
+log = logging.getLogger(__name__)
+
+
+def entity_scores(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]) -> dict[str, float]:
+    """``{"precision", "recall", "f1", "f1_PER", ...}`` as fractions in [0, 1] (BIOES input)."""
+    report = classification_report(
+        [list(s) for s in gold], [list(s) for s in predicted], mode="strict", scheme=IOBES,
+        output_dict=True, zero_division=0,
+    )
+    micro = report["micro avg"]
+    scores = {"precision": micro["precision"], "recall": micro["recall"], "f1": micro["f1-score"]}
+    for label, values in report.items():
+        if label.endswith(" avg"):
+            continue
+        scores[f"f1_{label}"] = values["f1-score"]
+        scores[f"precision_{label}"] = values["precision"]
+        scores[f"recall_{label}"] = values["recall"]
+    return {key: float(value) for key, value in scores.items()}
+
+
+def evaluate_split(tagger: NerTagger, sentences: Sequence[Sentence], batch_size: int, desc: str,
+                   confidences: bool = False) -> tuple[dict[str, float], list[Prediction]]:
+    """Tag ``sentences`` and score them against their gold entities."""
+    predictions = tagger.predict([s.tokens for s in sentences], batch_size=batch_size, confidences=confidences,
+                                 progress=True)
+    scores = entity_scores([bioes_tags(s) for s in sentences], [p.tags for p in predictions])
+    log.info("%s: precision %.4f recall %.4f F1 %.4f", desc, scores["precision"], scores["recall"], scores["f1"])
+    return scores, predictions
+
+
+def write_predictions(output_dir: Path, name: str, sentences: Sequence[Sentence],
+                      predictions: Sequence[Prediction]) -> None:
+    """``<name>.conll`` (token, gold, predicted; IOB1 like the source, conlleval-ready) and
+    ``<name>_spans.tsv`` (every predicted entity with its exact confidence)."""
+    rows = []
+    span_lines = ["sentence\tstart\tend\tlabel\tconfidence\ttext"]
+    for number, (sentence, prediction) in enumerate(zip(sentences, predictions)):
+        gold = bioes_to_iob1(bioes_tags(sentence))
+        predicted = bioes_to_iob1(prediction.tags)
+        rows.append([[token, g, p] for token, g, p in zip(sentence.tokens, gold, predicted)])
+        for span, confidence in zip(prediction.spans, prediction.confidences):
+            text = " ".join(sentence.tokens[span.start:span.end])
+            span_lines.append(f"{number}\t{span.start}\t{span.end}\t{span.label}\t{confidence:.6f}\t{text}")
+    write_conll(output_dir / f"{name}.conll", rows)
+    atomic_write_text(output_dir / f"{name}_spans.tsv", "\n".join(span_lines) + "\n")
+
+
+def score_splits(tagger: NerTagger, splits: dict[str, list[Sentence]], batch_size: int,
+                 output_dir: Path) -> dict[str, float]:
+    """Score every split with confidences; ``<split>_predictions.conll`` / ``_spans.tsv`` beside the metrics."""
+    metrics: dict[str, float] = {}
+    for split, sentences in splits.items():
+        scores, predictions = evaluate_split(tagger, sentences, batch_size, split, confidences=True)
+        write_predictions(output_dir, f"{split}_predictions", sentences, predictions)
+        metrics.update({f"{split}_{key}": value for key, value in scores.items()})
+    return metrics

@@ -1,0 +1,31 @@
+"""The tagger a training config describes: its embeddings (the ``embeddings`` group's ``_target_``,
+``nerbias.models.embedders``), the network (``model``), vocabularies from the training data."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping, Sequence
+
+from omegaconf import DictConfig, OmegaConf
+
+from nerbias.building import build
+from nerbias.data.conll import Sentence
+from nerbias.models.tagger import NerTagger
+
+log = logging.getLogger(__name__)
+
+
+def build_tagger(cfg: DictConfig, train: Sequence[Sentence], coverage_names: Mapping[str, str] | None = None
+                 ) -> tuple[NerTagger, dict[str, Any] | None]:
+    """The tagger and, for pretrained word vectors and given ``coverage_names`` (name -> group),
+    which of those names the pretrained vocabulary lacks (the paper lists them per embedding)."""
+    embeddings = build(cfg.embeddings)
+    names = embeddings.name_coverage(coverage_names) if coverage_names else None
+    if names is not None:
+        source = cfg.embeddings.get("path") or cfg.embeddings.get("source")
+        log.info("%s covers %d of %d evaluation names; missing: %s", source, names["found"], names["names"],
+                 ", ".join(f"{n} ({g})" for n, g in names["missing_by_group"].items()) or "none")
+    model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
+    tagger = NerTagger.build(train, model_cfg, embeddings=embeddings, config=OmegaConf.to_container(cfg, resolve=True),
+                             seed=cfg.seed)
+    return tagger, names

@@ -1,0 +1,251 @@
+"""The training loop: early stopping on dev F1, best/last checkpoints, exact resumption.
+
+Every source of randomness is a torch generator whose state goes into ``last.pt``, and a
+checkpoint is written at each epoch end, so a killed run rerun with ``trainer.resume=true``
+continues from the last finished epoch and ends with the same metrics as an
+uninterrupted run with the same seed.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+from tqdm.auto import tqdm
+
+from nerbias.data.batching import iterate_batches
+from nerbias.data.conll import Sentence
+from nerbias.data.conll2003 import load_conll2003
+from nerbias.errors import CheckpointError, NerbiasError
+from nerbias.fileio import atomic_write_json
+from nerbias.loggers import NullLogger
+from nerbias.models.checkpoint import load_checkpoint, save_checkpoint
+from nerbias.models.tagger import NerTagger, resolve_device
+from nerbias.scoring import evaluate_split, write_predictions
+from nerbias.training.build import build_tagger
+
+log = logging.getLogger(__name__)
+
+
+def load_data(cfg: Mapping[str, Any]) -> dict[str, list[Sentence]]:
+    """CoNLL-03 splits from ``data.data_dir``, optionally cut to the first N sentences."""
+    splits = load_conll2003(cfg["data_dir"], verify_sizes=cfg.get("verify_sizes", True))
+    limits = {"train": cfg.get("max_train_sentences"), "dev": cfg.get("max_eval_sentences"),
+              "test": cfg.get("max_eval_sentences")}
+    for split, limit in limits.items():
+        if limit:
+            splits[split] = splits[split][:limit]
+    for split, sentences in splits.items():
+        log.info("%s: %d sentences, %d tokens", split, len(sentences), sum(len(s) for s in sentences))
+    return splits
+
+
+# Config sections that define what is trained; a resumed run must agree on all of them.
+RUN_DEFINING_KEYS = ("seed", "data", "embeddings", "model")
+
+
+def _without_targets(section: Any) -> Any:
+    """A config section without ``_target_`` keys (runs saved before configs had them compare equal)."""
+    if isinstance(section, Mapping):
+        return {key: _without_targets(value) for key, value in section.items() if key != "_target_"}
+    return section
+
+
+def check_same_run(saved: Mapping[str, Any], current: Mapping[str, Any], path: Path) -> None:
+    """Refuse to continue another configuration's weights (e.g. a sweep rerun in another order)."""
+    differing = [key for key in RUN_DEFINING_KEYS if _without_targets(saved.get(key)) != _without_targets(current.get(key))]
+    if differing:
+        raise NerbiasError(f"{path}: was trained with a different {', '.join(differing)} than this run; "
+                           "resume only the same configuration (or start a new run directory)")
+
+
+class TaggerOptimizer:
+    """The configured optimizer for dense parameters, SparseAdam for a sparse word table.
+
+    Fine-tuning a 400k x 50 table with dense Adam costs more than the whole network; sparse
+    gradients touch only the rows of a batch. Gradient clipping applies to dense parameters.
+    """
+
+    def __init__(self, model: torch.nn.Module, tcfg: DictConfig):
+        words = getattr(model.embedder, "words", None)
+        sparse = [words.weight] if words is not None and words.sparse and words.weight.requires_grad else []
+        dense = [p for p in model.parameters() if p.requires_grad and all(p is not q for q in sparse)]
+        self.dense_params = dense
+        self.grad_clip = tcfg.grad_clip
+        self.dense = instantiate(tcfg.optimizer)(dense)
+        lr = tcfg.get("embedding_lr") or tcfg.optimizer.lr
+        self.sparse = torch.optim.SparseAdam(sparse, lr=lr) if sparse else None
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.dense.zero_grad(set_to_none=set_to_none)
+        if self.sparse is not None:
+            self.sparse.zero_grad(set_to_none=set_to_none)
+
+    def clip_and_step(self) -> None:
+        if self.grad_clip:
+            torch.nn.utils.clip_grad_norm_(self.dense_params, self.grad_clip)
+        self.dense.step()
+        if self.sparse is not None:
+            self.sparse.step()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"dense": self.dense.state_dict(), "sparse": self.sparse.state_dict() if self.sparse else None}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.dense.load_state_dict(state["dense"])
+        if self.sparse is not None and state.get("sparse") is not None:
+            self.sparse.load_state_dict(state["sparse"])
+
+
+class Trainer:
+    """``fit`` trains, checkpoints every epoch, stops early, then scores the best checkpoint.
+
+    ``coverage_names`` (name -> group) are evaluation names whose coverage by the pretrained
+    vocabulary is reported at the start (``embedding_coverage.json``); the caller supplies them,
+    so training knows nothing of name lists.
+    """
+
+    def __init__(self, cfg: DictConfig, output_dir: str | Path, coverage_names: Mapping[str, str] | None = None):
+        self.cfg = cfg
+        self.coverage_names = coverage_names
+        self.tcfg = cfg.trainer
+        self.output_dir = Path(output_dir)
+        self.checkpoint_dir = self.output_dir / "checkpoints"
+        self.device = resolve_device(self.tcfg.device)
+
+    def _checkpoint_payload(self, tagger: NerTagger, optimizer, epoch: int, best_f1: float, best_epoch: int,
+                            bad_epochs: int, history: list, shuffle_gen: torch.Generator) -> dict[str, Any]:
+        payload = tagger.state()
+        payload["trainer_state"] = {
+            "epoch": epoch, "best_f1": best_f1, "best_epoch": best_epoch, "bad_epochs": bad_epochs,
+            "history": history, "optimizer": optimizer.state_dict(),
+            "torch_rng": torch.get_rng_state(), "shuffle_rng": shuffle_gen.get_state(),
+        }
+        if torch.cuda.is_available():
+            payload["trainer_state"]["cuda_rng"] = torch.cuda.get_rng_state_all()
+        return payload
+
+    def fit(self, logger: NullLogger | None = None) -> dict[str, float]:
+        cfg, tcfg = self.cfg, self.tcfg
+        logger = logger or NullLogger()
+        torch.manual_seed(cfg.seed)
+        shuffle_gen = torch.Generator().manual_seed(cfg.seed)
+        data = load_data(cfg.data)
+        last_path = self.checkpoint_dir / "last.pt"
+        start_epoch, best_f1, best_epoch, bad_epochs, history = 0, -math.inf, -1, 0, []
+
+        resume_from = self._resume_path()
+        if resume_from is not None:
+            payload = load_checkpoint(resume_from)
+            check_same_run(payload.get("config") or {}, OmegaConf.to_container(cfg, resolve=True), resume_from)
+            tagger = NerTagger.from_state(payload, source=str(resume_from)).to(self.device)
+        else:
+            tagger, names = build_tagger(cfg, data["train"], self.coverage_names)
+            tagger.to(self.device)
+            if names is not None:
+                atomic_write_json(self.output_dir / "embedding_coverage.json", names)
+                logger.summary({"embedding_names_found": names["found"], "embedding_names_missing": names["missing"]})
+        model = tagger.model
+        optimizer = TaggerOptimizer(model, tcfg)
+        if resume_from is not None:
+            state = payload.get("trainer_state")
+            if state is None:
+                raise CheckpointError(f"{resume_from}: has no trainer state to resume from")
+            optimizer.load_state_dict(state["optimizer"])
+            torch.set_rng_state(state["torch_rng"])
+            shuffle_gen.set_state(state["shuffle_rng"])
+            if "cuda_rng" in state and torch.cuda.is_available():
+                torch.cuda.set_rng_state_all(state["cuda_rng"])
+            start_epoch, best_f1, best_epoch = state["epoch"] + 1, state["best_f1"], state["best_epoch"]
+            bad_epochs, history = state["bad_epochs"], list(state["history"])
+            log.info("resumed from %s after epoch %d (best dev F1 %.4f)", resume_from, state["epoch"] + 1, best_f1)
+
+        n_params = sum(p.numel() for p in model.parameters())
+        log.info("model: %d parameters on %s", n_params, self.device)
+        stop = bad_epochs >= tcfg.patience
+        epochs = tqdm(range(start_epoch, tcfg.max_epochs), desc="epochs", initial=start_epoch, total=tcfg.max_epochs)
+        for epoch in epochs:
+            if stop:
+                break
+            started = time.perf_counter()
+            model.train()
+            total_loss, n_batches, n_sentences = 0.0, 0, 0
+            batches = iterate_batches(data["train"], tagger.encoder, tcfg.batch_size, shuffle=True,
+                                      generator=shuffle_gen)
+            total = math.ceil(len(data["train"]) / tcfg.batch_size)
+            for batch in tqdm(batches, total=total, desc=f"epoch {epoch + 1}", leave=False):
+                batch = batch.to(self.device)
+                optimizer.zero_grad(set_to_none=True)
+                loss = model.loss(batch.words, batch.chars, batch.mask, batch.tags)
+                loss.backward()
+                optimizer.clip_and_step()
+                total_loss += loss.item()
+                n_batches += 1
+                n_sentences += len(batch.index)
+            train_seconds = time.perf_counter() - started
+            dev_scores, _ = evaluate_split(tagger, data["dev"], tcfg.eval_batch_size, f"dev (epoch {epoch + 1})")
+            record = {"epoch": epoch + 1, "train_loss": total_loss / max(n_batches, 1), "dev_f1": dev_scores["f1"],
+                      "train_sentences_per_second": n_sentences / train_seconds}
+            history.append(record)
+            improved = dev_scores["f1"] > best_f1
+            if improved:
+                best_f1, best_epoch, bad_epochs = dev_scores["f1"], epoch, 0
+            else:
+                bad_epochs += 1
+            payload = self._checkpoint_payload(tagger, optimizer, epoch, best_f1, best_epoch, bad_epochs, history,
+                                               shuffle_gen)
+            if improved:
+                best = dict(payload)
+                best.pop("trainer_state")
+                save_checkpoint(self.checkpoint_dir / "best.pt", best)
+            save_checkpoint(last_path, payload)
+            logger.log(record, step=epoch + 1)
+            epochs.set_postfix(loss=f"{record['train_loss']:.3f}", dev_f1=f"{dev_scores['f1']:.4f}")
+            log.info("epoch %d: loss %.4f, dev F1 %.4f (best %.4f at epoch %d), %.0f sentences/s",
+                     epoch + 1, record["train_loss"], dev_scores["f1"], best_f1, best_epoch + 1,
+                     record["train_sentences_per_second"])
+            stop = bad_epochs >= tcfg.patience
+            if stop:
+                log.info("early stopping: no dev improvement for %d epochs", bad_epochs)
+
+        return self.finish(data, history, logger)
+
+    def _resume_path(self) -> Path | None:
+        resume = self.tcfg.get("resume", False)
+        if resume in (False, None, "false"):
+            return None
+        path = self.checkpoint_dir / "last.pt" if resume in (True, "true") else Path(str(resume))
+        if not path.is_file():
+            if resume in (True, "true"):
+                log.info("trainer.resume=true but %s does not exist yet: starting fresh", path)
+                return None
+            raise NerbiasError(f"trainer.resume: {path} does not exist")
+        return path
+
+    def finish(self, data: dict[str, list[Sentence]], history: list, logger: NullLogger) -> dict[str, float]:
+        """Score the best checkpoint on dev and test; write metrics, predictions, artifacts."""
+        best_path = self.checkpoint_dir / "best.pt"
+        if not best_path.is_file():
+            raise NerbiasError(f"{best_path}: no best checkpoint (did training run any epoch?)")
+        tagger = NerTagger.load(best_path, device=str(self.device))
+        batch_size = self.tcfg.eval_batch_size
+        dev_scores, _ = evaluate_split(tagger, data["dev"], batch_size, "dev (best)")
+        test_scores, test_predictions = evaluate_split(tagger, data["test"], batch_size, "test (best)",
+                                                       confidences=True)
+        write_predictions(self.output_dir, "test_predictions", data["test"], test_predictions)
+        metrics = {f"dev_{k}": v for k, v in dev_scores.items()}
+        metrics.update({f"test_{k}": v for k, v in test_scores.items()})
+        metrics["epochs"] = len(history)
+        metrics["best_epoch"] = max(range(len(history)), key=lambda i: history[i]["dev_f1"]) + 1 if history else 0
+        atomic_write_json(self.output_dir / "metrics.json", {"metrics": metrics, "history": history})
+        logger.summary(metrics)
+        logger.artifact(f"model-{self.cfg.get('run_name') or 'nerbias'}", "model", best_path)
+        log.info("test F1 %.4f (dev %.4f); metrics in %s", metrics["test_f1"], metrics["dev_f1"],
+                 self.output_dir / "metrics.json")
+        return metrics

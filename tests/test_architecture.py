@@ -1,0 +1,72 @@
+"""The layout of docs/architecture.md holds: import rules (import-linter), module sizes, no sys.path hacks."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+MAX_MODULE_LINES = 600
+
+
+def lint_imports(root: Path) -> subprocess.CompletedProcess:
+    """``lint-imports`` on the package under ``root`` (its pyproject.toml holds the contracts)."""
+    return subprocess.run([str(LINT_IMPORTS), "--config", str(root / "pyproject.toml"), "--no-cache"],
+                          cwd=root, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def package_copy(tmp_path_factory) -> Path:
+    """A copy of the package and its contracts, to break on purpose."""
+    root = tmp_path_factory.mktemp("layout")
+    shutil.copytree(ROOT / "nerbias", root / "nerbias", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", root / "pyproject.toml")
+    return root
+
+
+def test_the_import_rules_hold():
+    result = lint_imports(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+@pytest.mark.parametrize("module, bad_import, contract", [
+    ("data/vocab.py", "import nerbias.models.crf", "each floor imports only the floors below it"),
+    ("training/build.py", "from nerbias.bias import names", "each floor imports only the floors below it"),
+    ("bias/corpora.py", "import nerbias.models.tagger", "only the tagger adapters import a model"),
+    ("reporting/uncertainty.py", "import nerbias.training.trainer", "never the trainer or the task layer"),
+])
+def test_a_wrong_import_breaks_a_contract(package_copy, module, bad_import, contract):
+    path = package_copy / "nerbias" / module
+    original = path.read_text(encoding="utf-8")
+    path.write_text(original + f"\n{bad_import}  # deliberately against the rules\n", encoding="utf-8")
+    try:
+        result = lint_imports(package_copy)
+    finally:
+        path.write_text(original, encoding="utf-8")
+    assert result.returncode != 0
+    assert "BROKEN" in result.stdout and contract in result.stdout, result.stdout
+
+
+def test_no_module_is_too_long():
+    long = {str(p.relative_to(ROOT)): n for p in (ROOT / "nerbias").rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
+
+
+def test_nothing_edits_sys_path():
+    """The project is installed (pyproject.toml); only a test conftest may touch sys.path."""
+    offenders = []
+    for path in [*ROOT.glob("*.py"), *(ROOT / "nerbias").rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py"),
+                 *(ROOT / "notebooks").glob("*.ipynb"), *(ROOT / "tests").rglob("*.py")]:
+        if path.name in ("conftest.py", Path(__file__).name):
+            continue
+        if "sys.path.insert" in path.read_text(encoding="utf-8") or "sys.path.append" in path.read_text(encoding="utf-8"):
+            offenders.append(str(path.relative_to(ROOT)))
+    assert not offenders, offenders
