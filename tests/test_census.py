@@ -12,8 +12,9 @@ from conftest import SHARED_DATA
 from nerbias.bias.types import NameSlot
 from nerbias.bias.census import (
     ERROR_COLUMNS, TEMPLATES, attach_labels, census_errors, census_sentences, distinct_names,
-    load_precomputed, outcome_to_census_label, read_ssa,
+    outcome_to_census_label, read_ssa,
 )
+from nerbias.bias.published import load_precomputed
 from nerbias.bias.plots import plot_census_errors
 from nerbias.errors import DataFormatError, NerbiasError
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from conftest import compose_config
-from nerbias.bias.census import PublishedPredictions
+from nerbias.bias.published import PublishedPredictions
 from nerbias.bias.corpora import WinogenderCorpus
 from nerbias.bias.taggers import SpacySlotTagger
 from nerbias.building import build

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT
-from nerbias.bias import census
+from nerbias.bias import census, published
 from nerbias.bias.names import load_names
 from nerbias.bias.statistics import per_group, summary_scalars
 from nerbias.bias.types import corpus_label
@@ -102,7 +102,7 @@ def write_census_run(root: Path, precomputed: bool = False) -> Path:
             for sex, stem in (("F", "female"), ("M", "male")):
                 labels = [LABELS[line.split(",")[0]] for line in lines if line.split(",")[1] == sex]
                 (folder / f"{stem}{year}.txt").write_text("\n".join(labels) + "\n")
-        frame = census.load_precomputed(folder, ssa, template=4, progress=False)
+        frame = published.load_precomputed(folder, ssa, template=4, progress=False)
         tagger = f"tagger:\n  kind: precomputed\n  path: {folder}\n  template: 4\n  name: fixture\n"
     else:
         frame = census.attach_labels(ssa, LABELS, 4)

@@ -33,7 +33,6 @@ from tqdm.auto import tqdm
 
 from nerbias.bias.types import NONE, PARTIAL_PREFIX, RECOGNISED, BiasSentence, NameSlot
 from nerbias.errors import DataFormatError, NerbiasError
-from nerbias.fileio import atomic_path
 
 YEARS = range(1880, 2019)
 SEXES = ("F", "M")
@@ -62,7 +61,6 @@ ERROR_COLUMNS = ["type1_w", "type1_u", "type2_w", "type2_u", "type3_w", "type3_u
 # Counts are capped at 18 digits so that they fit in int64.
 _SSA_LINE = r"[^,\s]+,[FM],0*[1-9][0-9]{0,17}"
 _SSA_FILE = re.compile(rf"(?:{_SSA_LINE}\n)*")
-_LABEL = re.compile(r"\S*")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -219,74 +217,6 @@ def attach_labels(ssa_frame: pd.DataFrame, labels: Mapping[str, str], template: 
         raise NerbiasError(f"no label for {missing.sum()} rows, e.g. name {frame['name'][missing].iloc[0]!r}")
     frame.insert(4, "template", template)
     return frame
-
-
-# ----------------------------------------------------------------------------------------------
-# Published predictions
-
-
-def load_precomputed(folder: str | Path, ssa_frame: pd.DataFrame, template: int = 4,
-                     progress: bool = True) -> pd.DataFrame:
-    """Published per-name predictions in the NERGenderBias layout, aligned with ``ssa_frame``.
-
-    ``folder`` holds ``femaleYYYY.txt`` and ``maleYYYY.txt``; line k is the label of line k of
-    that sex block (``rank_in_sex`` k), an empty line meaning not tagged. ``ssa_frame`` must
-    hold complete years, as read_ssa returns them. Returns year, sex, name, label plus count
-    and template, so the result goes straight into census_errors.
-    """
-    folder = Path(folder)
-    frame = ssa_frame[["year", "sex", "name", "count", "rank_in_sex"]]
-    ranks = frame["rank_in_sex"].to_numpy()
-    labels = np.empty(len(frame), dtype=object)
-    groups = frame.groupby(["year", "sex"], sort=True).indices
-    for (year, sex), rows in tqdm(groups.items(), desc="predictions", disable=not progress, leave=False):
-        path = folder / f"{'female' if sex == 'F' else 'male'}{year}.txt"
-        lines = _read_label_lines(path)
-        if len(lines) != len(rows):
-            raise DataFormatError(path, f"{len(lines)} lines but the {sex} block of {year} has {len(rows)} names")
-        labels[rows] = np.asarray(lines, dtype=object)[ranks[rows]]
-    result = frame[["year", "sex", "name", "count"]].copy()
-    result["template"] = template
-    result["label"] = labels
-    return result[["year", "sex", "name", "label", "count", "template"]]
-
-
-class PublishedPredictions:
-    """``tagger=precomputed``: a folder of published per-name census predictions of one template.
-
-    Not a sentence tagger: it labels the census benchmark's names only (``frame``).
-    """
-
-    def __init__(self, path: str | Path, template: int = 4, name: str | None = None):
-        self.path = Path(path)
-        self.template = int(template)
-        self.name = f"precomputed:{name or self.path.name}"
-
-    def frame(self, ssa_frame: pd.DataFrame, template: int) -> pd.DataFrame:
-        """The predictions aligned with ``ssa_frame`` (``load_precomputed``), for ``template`` only."""
-        if template != self.template:
-            raise NerbiasError(f"precomputed predictions {self.path} are for template {self.template}, "
-                               f"not {template} (set corpus.template)")
-        return load_precomputed(self.path, ssa_frame, template=template)
-
-    def tag(self, sentences: Sequence[BiasSentence]):
-        raise NerbiasError("tagger=precomputed holds census predictions only (use corpus=census)")
-
-
-def _read_label_lines(path: Path) -> list[str]:
-    if not path.is_file():
-        raise DataFormatError(path, "missing prediction file")
-    text = path.read_text(encoding="utf-8").replace("\r\n", "\n")
-    lines = text.split("\n")
-    if text.endswith("\n"):
-        lines.pop()  # the final newline ends the last line; it does not start another
-    labels = []
-    for number, line in enumerate(lines, start=1):
-        label = line.strip()  # empty: not tagged
-        if _LABEL.fullmatch(label) is None:
-            raise DataFormatError(path, f"expected one entity type or an empty line, found {line!r}", number)
-        labels.append(label)
-    return labels
 
 
 # ----------------------------------------------------------------------------------------------

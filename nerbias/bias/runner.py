@@ -21,11 +21,11 @@ import pandas as pd
 from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
-from nerbias.bias import census
+from nerbias.bias import census, published
 from nerbias.bias.corpora import NameSubstitutionCorpus, shard_bounds
 from nerbias.bias.names import NameList, load_names
 from nerbias.bias.plots import plot_census_errors, plot_ecdf
-from nerbias.bias.statistics import NameStatistics, per_group, summary_scalars
+from nerbias.bias.statistics import DEFAULT_EXACT_LIMIT, NameStatistics, per_group, summary_scalars
 from nerbias.bias.types import corpus_label
 from nerbias.building import build
 from nerbias.errors import NerbiasError
@@ -92,7 +92,8 @@ def score_shard(cfg: DictConfig, corpus: NameSubstitutionCorpus, tagger, shard: 
                 ) -> tuple[NameStatistics, int]:
     indices, count, what = selected_indices(cfg.corpus, corpus, shard, num_shards)
     log.info("tagging %d sentences (%s) with %s", count, what, tagger.name)
-    stats = NameStatistics(bins=cfg.metrics.confidence_bins, confidence_over=cfg.metrics.confidence_over)
+    stats = NameStatistics(bins=cfg.metrics.confidence_bins, confidence_over=cfg.metrics.confidence_over,
+                           exact_limit=cfg.metrics.get("exact_percentiles_max", DEFAULT_EXACT_LIMIT))
     with tqdm(total=count, desc=f"{cfg.corpus.name} sentences", unit="sent") as progress:
         for block in sorted_chunks(indices, chunk=max(cfg.corpus.batch_size * 64, 65536)):
             count_outcomes(tagger, corpus, block, cfg.corpus.batch_size, stats, progress.update)
@@ -148,7 +149,7 @@ def merge_shards(cfg: DictConfig, names: NameList, shards_dir: Path, num_shards:
     merged, identity, sentences = None, None, 0
     for i in finished:
         stats, meta = NameStatistics.load(path_of(i))
-        this = {k: v for k, v in meta.items() if k not in ("shard", "sentences", "bins", "confidence_over")}
+        this = {k: v for k, v in meta.items() if k not in ("shard", "sentences", "bins", "confidence_over", "exact_limit")}
         if identity is None:
             identity = this
         elif this != identity:
@@ -165,8 +166,9 @@ def merge_shards(cfg: DictConfig, names: NameList, shards_dir: Path, num_shards:
 
 def write_name_results(stats: NameStatistics, names: NameList, cfg: DictConfig, output_dir: Path,
                        logger: NullLogger, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    table = stats.per_name(names)
-    groups = per_group(table, names)
+    ddof = int(cfg.metrics.get("std_ddof", 0))
+    table = stats.per_name(names, ddof=ddof)
+    groups = per_group(table, names, ddof=ddof)
     breakdown = stats.label_breakdown(names)
     write_csv(output_dir / "per_name.csv", table)
     write_csv(output_dir / "per_group.csv", groups)
@@ -199,13 +201,14 @@ def evaluate_census(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> di
     years = range(int(ccfg.first_year), int(ccfg.last_year) + 1)
     ssa = census.read_ssa(ccfg.ssa, years=years)
     templates = [int(ccfg.template)] if ccfg.get("template") else list(census.TEMPLATES)
-    frames, label_rows = [], []
+    frames, label_table = [], None
     tagger = build(cfg.tagger)
     tagger_name = tagger.name
-    if isinstance(tagger, census.PublishedPredictions):
+    if isinstance(tagger, published.PublishedPredictions):
         frames = [tagger.frame(ssa, template) for template in templates]
+        label_table = published.label_table(pd.concat(frames, ignore_index=True))
     else:
-        names = census.distinct_names(ssa)
+        names, label_rows = census.distinct_names(ssa), []
         log.info("census: %d distinct names x %d templates, each tagged once and reused across years",
                  len(names), len(templates))
         for template in templates:
@@ -220,10 +223,10 @@ def evaluate_census(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> di
                         outcomes[0].label, partial_person_is_person=ccfg.partial_person_is_person)
             label_rows.extend({"name": n, "template": template, "label": l} for n, l in labels.items())
             frames.append(census.attach_labels(ssa, labels, template))
+        label_table = pd.DataFrame(label_rows, columns=["name", "template", "label"])
     errors = census.census_errors(pd.concat(frames, ignore_index=True))
     write_csv(output_dir / "census_errors.csv", errors)
-    if label_rows:
-        write_csv(output_dir / "census_labels.csv", pd.DataFrame(label_rows))
+    write_csv(output_dir / "census_labels.csv", label_table)
     scalars: dict[str, Any] = {}
     for template, part in errors.groupby("template"):
         image = plot_census_errors(part, output_dir / f"census_errors_template{template}.png", template=template)

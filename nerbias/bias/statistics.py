@@ -1,10 +1,18 @@
 """Per-name and per-group bias metrics of Mishra et al. (2020), from streamed slot outcomes.
 
 ``NameStatistics`` accumulates, per name, the number of slots, how many were recognised
-(exactly a one-token PERSON), what the others got instead, and a sketch of the PERSON
-confidences: exact count, min, max, sum and sum of squares, plus a fixed histogram for
-percentiles (error at most half a bin, 1 / (2 * bins)). Memory does not grow with the
-number of sentences, and two accumulators merge exactly (shards).
+(exactly a one-token PERSON), what the others got instead, and the PERSON confidences: exact
+count, min, max, sum and sum of squares, a fixed histogram, and the values themselves while a
+name has at most ``exact_limit`` of them. Percentiles are numpy's default (linear
+interpolation between order statistics, ``numpy.percentile``): exact while the values are
+kept; beyond the limit each order statistic is read from the histogram (its bin's midpoint),
+so the percentile is within half a bin, ``1 / (2 * bins)`` (5e-5 for the default 10,000 bins),
+of the exact one. Memory is bounded (``exact_limit`` values per name), and two accumulators
+merge exactly (shards) as long as the merged values fit under the limit.
+
+Standard deviations (a name's confidence std; the spreads of name accuracy and median
+confidence within a group, Tables 4 and 5) use ``ddof`` (``metrics.std_ddof``): 0, the
+population std (numpy's default and this project's), or 1, the sample std (pandas' default).
 
 Definitions (paper Section 2.3):
 - accuracy of a name ``p(PER|n)`` = recognised / slots;
@@ -42,14 +50,27 @@ class _Name:
     conf_sum: float = 0.0
     conf_sumsq: float = 0.0
     histogram: np.ndarray | None = None
+    values: list[np.ndarray] | None = field(default_factory=list)  # None once past exact_limit
+
+    def exact_values(self) -> np.ndarray | None:
+        """Every confidence seen, while they are kept (None past the limit)."""
+        if self.values is None:
+            return None
+        if len(self.values) > 1:
+            self.values = [np.concatenate(self.values)]
+        return self.values[0] if self.values else np.zeros(0)
+
+
+DEFAULT_EXACT_LIMIT = 250_000  # confidences kept per name: 2 MB each, percentiles exact up to here
 
 
 class NameStatistics:
-    def __init__(self, bins: int = 10000, confidence_over: str = "recognised"):
+    def __init__(self, bins: int = 10000, confidence_over: str = "recognised", exact_limit: int = DEFAULT_EXACT_LIMIT):
         if confidence_over not in ("recognised", "all"):
             raise ValueError("confidence_over must be 'recognised' or 'all'")
         self.bins = bins
         self.confidence_over = confidence_over
+        self.exact_limit = int(exact_limit)
         self.names: dict[str, _Name] = defaultdict(_Name)
 
     def add(self, sentences: Sequence[BiasSentence], outcomes: Sequence[Sequence[SlotOutcome]]) -> None:
@@ -101,10 +122,19 @@ class NameStatistics:
         stats.conf_sumsq += float((values ** 2).sum())
         index = np.clip((values * self.bins).astype(np.int64), 0, self.bins - 1)
         stats.histogram += np.bincount(index, minlength=self.bins)
+        self._keep(stats, [np.array(values, dtype=np.float64)])
+
+    def _keep(self, stats: _Name, chunks: list[np.ndarray] | None) -> None:
+        """Keep raw values while the name has at most ``exact_limit`` (then only the histogram)."""
+        if stats.values is None or chunks is None or stats.conf_count > self.exact_limit:
+            stats.values = None
+        else:
+            stats.values.extend(chunks)
 
     def merge(self, other: "NameStatistics") -> "NameStatistics":
         if other.bins != self.bins or other.confidence_over != self.confidence_over:
             raise ValueError("cannot merge statistics with different bins or confidence_over")
+        self.exact_limit = min(self.exact_limit, other.exact_limit)
         for name, theirs in other.names.items():
             mine = self.names[name]
             mine.slots += theirs.slots
@@ -119,6 +149,7 @@ class NameStatistics:
                 mine.conf_max = max(mine.conf_max, theirs.conf_max)
                 mine.conf_sum += theirs.conf_sum
                 mine.conf_sumsq += theirs.conf_sumsq
+                self._keep(mine, None if theirs.values is None else list(theirs.values))
         return self
 
     # ----------------------------------------------------------------- persistence (shards)
@@ -138,9 +169,13 @@ class NameStatistics:
             "histogram": np.stack([self.names[n].histogram if self.names[n].histogram is not None else empty
                                    for n in names]) if names else np.zeros((0, self.bins), dtype=np.int64),
             "labels": np.array(json.dumps({n: dict(self.names[n].labels) for n in names})),
-            "meta": np.array(json.dumps({"bins": self.bins, "confidence_over": self.confidence_over, **metadata},
-                                        sort_keys=True)),
+            "meta": np.array(json.dumps({"bins": self.bins, "confidence_over": self.confidence_over,
+                                         "exact_limit": self.exact_limit, **metadata}, sort_keys=True)),
         }
+        # Raw confidences of the names that still keep them: one flat array and per-name lengths (-1: none).
+        kept = [self.names[n].exact_values() for n in names]
+        arrays["value_counts"] = np.array([-1 if v is None else len(v) for v in kept], dtype=np.int64)
+        arrays["values"] = np.concatenate([v for v in kept if v is not None] or [np.zeros(0)])
         with atomic_path(path) as tmp:
             with open(tmp, "wb") as handle:
                 np.savez_compressed(handle, **arrays)
@@ -151,8 +186,11 @@ class NameStatistics:
 
         with np.load(path, allow_pickle=False) as data:
             meta = json.loads(str(data["meta"]))
-            stats = cls(bins=meta["bins"], confidence_over=meta["confidence_over"])
+            stats = cls(bins=meta["bins"], confidence_over=meta["confidence_over"],
+                        exact_limit=meta.get("exact_limit", 0))
             labels = json.loads(str(data["labels"]))
+            value_counts = data["value_counts"] if "value_counts" in data else None
+            values, offset = (data["values"] if value_counts is not None else None), 0
             for i, name in enumerate(data["names"].tolist()):
                 entry = stats.names[name]
                 entry.slots, entry.recognised = int(data["slots"][i]), int(data["recognised"][i])
@@ -161,17 +199,34 @@ class NameStatistics:
                 entry.conf_count, entry.conf_min, entry.conf_max = int(count), low, high
                 entry.conf_sum, entry.conf_sumsq = total, squares
                 entry.histogram = data["histogram"][i].copy() if count else None
+                kept = -1 if value_counts is None else int(value_counts[i])
+                entry.values = None if kept < 0 else [values[offset:offset + kept].copy()]
+                offset += max(kept, 0)
         return stats, meta
 
-    def _percentile(self, stats: _Name, q: float) -> float:
-        """Percentile from the histogram (bin midpoint), clipped to the exact min and max."""
+    def percentile(self, stats: _Name, q: float) -> float:
+        """``numpy.percentile(values, 100 q)`` (linear interpolation): exact from the kept values, else
+        from the histogram with each order statistic at its bin's midpoint (within 1 / (2 bins))."""
+        exact = stats.exact_values()
+        if exact is not None and len(exact) == stats.conf_count:
+            return float(np.percentile(exact, 100 * q))
+        rank = q * (stats.conf_count - 1)
+        low, fraction = int(np.floor(rank)), rank - np.floor(rank)
         cumulative = np.cumsum(stats.histogram)
-        rank = q * (stats.conf_count - 1)  # linear-interpolation convention's rank
-        position = int(np.searchsorted(cumulative, np.floor(rank) + 1))
-        value = (position + 0.5) / self.bins
-        return float(min(max(value, stats.conf_min), stats.conf_max))
+        order = np.searchsorted(cumulative, [low + 1, min(low + 2, stats.conf_count)])  # bins of x_low, x_low+1
+        values = np.clip((order + 0.5) / self.bins, stats.conf_min, stats.conf_max)
+        return float(values[0] + fraction * (values[1] - values[0]))
 
-    def per_name(self, names: NameList) -> pd.DataFrame:
+    def std(self, stats: _Name, ddof: int = 0) -> float:
+        if stats.conf_count - ddof <= 0:
+            return float("nan")
+        exact = stats.exact_values()
+        if exact is not None and len(exact) == stats.conf_count:
+            return float(np.std(exact, ddof=ddof))
+        mean = stats.conf_sum / stats.conf_count
+        return float(np.sqrt(max(stats.conf_sumsq - stats.conf_count * mean ** 2, 0.0) / (stats.conf_count - ddof)))
+
+    def per_name(self, names: NameList, ddof: int = 0) -> pd.DataFrame:
         rows = []
         for name in names.names:
             stats = self.names.get(name)
@@ -180,11 +235,9 @@ class NameStatistics:
             row = {"name": name, "group": names.group_of[name], "sentences": stats.slots,
                    "recognised": stats.recognised, "accuracy": stats.recognised / stats.slots}
             if stats.conf_count:
-                mean = stats.conf_sum / stats.conf_count
-                variance = max(stats.conf_sumsq / stats.conf_count - mean ** 2, 0.0)
                 row.update(conf_count=stats.conf_count, conf_min=stats.conf_min,
-                           conf_p25=self._percentile(stats, 0.25), conf_median=self._percentile(stats, 0.5),
-                           conf_mean=mean, conf_std=float(np.sqrt(variance)))
+                           conf_p25=self.percentile(stats, 0.25), conf_median=self.percentile(stats, 0.5),
+                           conf_mean=stats.conf_sum / stats.conf_count, conf_std=self.std(stats, ddof))
             else:
                 row.update({column: (0 if column == "conf_count" else np.nan) for column in CONFIDENCE_COLUMNS})
             rows.append(row)
@@ -199,17 +252,18 @@ class NameStatistics:
         return pd.DataFrame(rows, columns=["name", "group", "label", "count", "share"])
 
 
-def _spread(values: pd.Series, prefix: str) -> dict[str, float]:
+def _spread(values: pd.Series, prefix: str, ddof: int = 0) -> dict[str, float]:
     values = values.dropna()
     if values.empty:
         return {f"{prefix}_{k}": np.nan for k in ("min", "mean", "std", "median")}
     return {f"{prefix}_min": float(values.min()), f"{prefix}_mean": float(values.mean()),
-            f"{prefix}_std": float(values.std(ddof=0)), f"{prefix}_median": float(values.median())}
+            f"{prefix}_std": float(values.std(ddof=ddof)), f"{prefix}_median": float(values.median())}
 
 
-def per_group(per_name: pd.DataFrame, names: NameList) -> pd.DataFrame:
+def per_group(per_name: pd.DataFrame, names: NameList, ddof: int = 0) -> pd.DataFrame:
     """Group accuracy p_c (Tables 3, 7), spread of name accuracy (Table 4) and of median
     confidence (Table 5), and the share of names below the OOV name (Figures 1, 2, 4-8).
+    Spreads' standard deviations use ``ddof`` (0: population, 1: sample).
 
     Rows: each group in list order, then ``ALL`` (every non-OOV name), then the OOV name.
     """
@@ -227,9 +281,9 @@ def per_group(per_name: pd.DataFrame, names: NameList) -> pd.DataFrame:
         weights = frame["sentences"] / frame["sentences"].sum()  # p(n) within the group
         row = {"group": group, "names": len(frame), "sentences": int(frame["sentences"].sum()),
                "accuracy": float((weights * frame["accuracy"]).sum())}
-        row.update(_spread(frame["accuracy"], "name_accuracy"))
-        row.update(_spread(frame["conf_median"], "median_confidence"))
-        row.update(_spread(frame["conf_p25"], "p25_confidence"))
+        row.update(_spread(frame["accuracy"], "name_accuracy", ddof))
+        row.update(_spread(frame["conf_median"], "median_confidence", ddof))
+        row.update(_spread(frame["conf_p25"], "p25_confidence", ddof))
         row["share_below_oov_accuracy"] = float((frame["accuracy"] < oov_accuracy).mean()) if len(oov) else np.nan
         row["share_below_oov_p25_confidence"] = (float((frame["conf_p25"] < oov_p25).mean())
                                                  if len(oov) and not np.isnan(oov_p25) else np.nan)

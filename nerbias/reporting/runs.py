@@ -27,7 +27,7 @@ import pandas as pd
 import yaml
 from omegaconf import OmegaConf
 
-from nerbias.bias import census
+from nerbias.bias import census, published
 from nerbias.bias.names import NameList, load_names
 from nerbias.bias.types import parse_corpus_label
 from nerbias.errors import NerbiasError
@@ -331,13 +331,15 @@ def census_name_frame(run: Run, ssa: str | Path | None = None, predictions: str 
     years = sorted(int(y) for y in errors["year"].unique())
     frame_ssa = census.read_ssa(ssa, years=years, progress=False)
     labels = run.tables.get("census_labels")
-    if labels is not None:
-        frames = [census.attach_labels(frame_ssa, dict(zip(part["name"], part["label"])), int(template))
-                  for template, part in labels.groupby("template")]
-    elif run.setting("tagger.kind") == "precomputed" or predictions:
+    if run.setting("tagger.kind") == "precomputed" or predictions:  # labels per year: read the files again
         folder = predictions or run.setting("tagger.path")
         templates = sorted(int(t) for t in errors["template"].unique())
-        frames = [census.load_precomputed(folder, frame_ssa, template=t, progress=False) for t in templates]
+        fmt = run.setting("tagger.format") or "auto"
+        frames = [published.load_precomputed(folder, frame_ssa, template=t, progress=False, fmt=fmt)
+                  for t in templates]
+    elif labels is not None:
+        frames = [census.attach_labels(frame_ssa, dict(zip(part["name"], part["label"])), int(template))
+                  for template, part in labels.groupby("template")]
     else:
         raise NerbiasError(f"{run.path}: no census_labels.csv and not a precomputed run: per-name labels unknown")
     frame = pd.concat(frames, ignore_index=True)

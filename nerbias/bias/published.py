@@ -1,0 +1,147 @@
+"""Published per-name census predictions (``tagger=precomputed``), in every layout the census
+paper's authors publish (Ninarehm/NERGenderBias, ``results/Template_N/results_<tagger>/``).
+
+A folder holds ``femaleYYYY.txt`` and ``maleYYYY.txt``; line k is the prediction for line k of
+that sex's block of ``yobYYYY.txt``, i.e. for the sentence "<Name> <template>". Line formats
+(``tagger.format``; ``auto`` detects it from the first non-empty line):
+
+- ``corenlp``: the entity type alone, ``PERSON``, ``CITY``, ``LOCATION``, ...;
+- ``flair``: ``PER-span [1]: "Mary"`` (also ``LOC-span``, ``ORG-span``, ``MISC-span``), several
+  spans separated by whitespace;
+- ``spacy``: ``PERSON Mary`` (also ``ORG Anna``, ``GPE ...``, ``NORP ...``): the label, then the text;
+
+and in every format an empty line means no entity at all. The first entity on a line is the
+name's label (the name is token 1 of every census sentence). **Person rule**, the authors' own
+(their ``code.py`` tests ``label[0:3] == 'PER'``): a name counts as a PERSON when its label starts
+with ``PER`` (``PERSON``, ``PER``); any other label is a type-2 error, an empty line a type-3
+error. Labels are kept as published in ``census_labels.csv``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from nerbias.bias.census import PERSON, UNTAGGED
+from nerbias.bias.types import BiasSentence
+from nerbias.errors import DataFormatError, NerbiasError
+
+FORMATS = ("auto", "corenlp", "flair", "spacy")
+PERSON_PREFIX = "PER"
+_FLAIR_SPAN = r'([A-Za-z][\w-]*)-span \[\d+(?:, ?\d+)*\]: ".*?"'
+_LINE = {
+    "corenlp": re.compile(r"(\S+)"),
+    "flair": re.compile(rf"{_FLAIR_SPAN}(?:\s+{_FLAIR_SPAN})*"),
+    "spacy": re.compile(r"([A-Za-z][\w-]*) \S.*"),
+}
+_FORMAT_HINTS = {
+    "corenlp": "one entity type per line, e.g. PERSON",
+    "flair": 'Flair spans, e.g. PER-span [1]: "Mary"',
+    "spacy": "a spaCy label and the entity text, e.g. PERSON Mary",
+}
+
+
+def census_label(label: str) -> str:
+    """The census label of a published label: PERSON when it starts with ``PER``, "" when untagged."""
+    return PERSON if label.startswith(PERSON_PREFIX) else label
+
+
+def detect_format(line: str, path: Path, number: int) -> str:
+    """The format of a non-empty prediction line (Flair and spaCy lines are told apart by shape)."""
+    stripped = line.strip()
+    for name in ("flair", "spacy", "corenlp"):
+        if _LINE[name].fullmatch(stripped):
+            return name
+    raise DataFormatError(path, f"cannot tell the prediction format from {line!r} (set tagger.format to one of "
+                                f"{list(FORMATS[1:])})", number)
+
+
+def read_label_lines(path: Path, fmt: str) -> tuple[list[str], str]:
+    """The first entity label of every line ("" for an empty line) and the format used."""
+    if not path.is_file():
+        raise DataFormatError(path, "missing prediction file")
+    text = path.read_text(encoding="utf-8").replace("\r\n", "\n")
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()  # the final newline ends the last line; it does not start another
+    labels = []
+    for number, line in enumerate(lines, start=1):
+        stripped = line.strip()
+        if not stripped:
+            labels.append(UNTAGGED)
+            continue
+        if fmt == "auto":
+            fmt = detect_format(line, path, number)
+        match = _LINE[fmt].fullmatch(stripped)
+        if match is None:
+            expected = "one entity type or an empty line" if fmt == "corenlp" else \
+                f"{_FORMAT_HINTS[fmt]}, or an empty line"
+            raise DataFormatError(path, f"expected {expected} ({fmt} format), found {line!r}", number)
+        labels.append(match.group(1))
+    return labels, fmt
+
+
+def load_precomputed(folder: str | Path, ssa_frame: pd.DataFrame, template: int = 4, progress: bool = True,
+                     fmt: str = "auto") -> pd.DataFrame:
+    """Published per-name predictions aligned with ``ssa_frame`` (complete years, as read_ssa returns them).
+
+    Returns year, sex, name, label (the census label: PERSON, "" or the published type), count,
+    template and ``published`` (the label as published), ready for census_errors.
+    """
+    if fmt not in FORMATS:
+        raise NerbiasError(f"tagger.format={fmt} is not one of {list(FORMATS)}")
+    folder = Path(folder)
+    frame = ssa_frame[["year", "sex", "name", "count", "rank_in_sex"]]
+    ranks = frame["rank_in_sex"].to_numpy()
+    published = np.empty(len(frame), dtype=object)
+    groups = frame.groupby(["year", "sex"], sort=True).indices
+    for (year, sex), rows in tqdm(groups.items(), desc="predictions", disable=not progress, leave=False):
+        path = folder / f"{'female' if sex == 'F' else 'male'}{year}.txt"
+        labels, fmt = read_label_lines(path, fmt)  # a folder is one format: the first file fixes it
+        if len(labels) != len(rows):
+            raise DataFormatError(path, f"{len(labels)} lines but the {sex} block of {year} has {len(rows)} names")
+        published[rows] = np.asarray(labels, dtype=object)[ranks[rows]]
+    result = frame[["year", "sex", "name", "count"]].copy()
+    result["template"] = template
+    result["label"] = [census_label(label) for label in published]
+    result["published"] = published
+    return result[["year", "sex", "name", "label", "count", "template", "published"]]
+
+
+def label_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """``census_labels.csv`` of published predictions: each name's published label per template, with
+    the number of (year, sex) rows that carry it (a name can be labelled differently across years)."""
+    counts = Counter(zip(frame["name"], frame["template"], frame["published"]))
+    rows = [{"name": n, "template": t, "label": l, "rows": c} for (n, t, l), c in counts.items()]
+    return pd.DataFrame(rows, columns=["name", "template", "label", "rows"])
+
+
+class PublishedPredictions:
+    """``tagger=precomputed``: a folder of published per-name census predictions of one template.
+
+    Not a sentence tagger: it labels the census benchmark's names only (``frame``).
+    """
+
+    def __init__(self, path: str | Path, template: int = 4, name: str | None = None, format: str = "auto"):
+        if format not in FORMATS:
+            raise NerbiasError(f"tagger.format={format} is not one of {list(FORMATS)}")
+        self.path = Path(path)
+        self.template = int(template)
+        self.format = format
+        self.name = f"precomputed:{name or self.path.name}"
+
+    def frame(self, ssa_frame: pd.DataFrame, template: int) -> pd.DataFrame:
+        """The predictions aligned with ``ssa_frame`` (``load_precomputed``), for ``template`` only."""
+        if template != self.template:
+            raise NerbiasError(f"precomputed predictions {self.path} are for template {self.template}, "
+                               f"not {template} (set corpus.template)")
+        return load_precomputed(self.path, ssa_frame, template=template, fmt=self.format)
+
+    def tag(self, sentences: Sequence[BiasSentence]):
+        raise NerbiasError("tagger=precomputed holds census predictions only (use corpus=census)")
