@@ -69,6 +69,10 @@ def main(argv: list[str] | None = None) -> int:
                             census_years=parse_years(args.census_years), ssa=args.ssa, predictions=args.predictions,
                             checkpoint=args.checkpoint)
     out_dir = Path(args.output_dir or args.run_dirs[0])
+    if out_dir.is_dir():  # the log too, not only the console (report.log beside report.md)
+        handler = logging.FileHandler(out_dir / "report.log", encoding="utf-8")
+        handler.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
+        logging.getLogger().addHandler(handler)
     logger = NullLogger()
     if args.wandb_mode != "disabled":  # W&B is imported only when asked for: it costs seconds to start
         # A folder of its own: the report is its own W&B run, never a resumption of the evaluation's
@@ -82,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         report = render_report(args.run_dirs, names_path=args.names, output_dir=out_dir, options=options,
                                logger=logger)
     except NerbiasError as error:
+        logging.getLogger("report").error("%s", error)
         print(f"error: {error}", file=sys.stderr)
         return 2
     finally:

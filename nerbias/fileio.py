@@ -13,6 +13,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 
+# Every task writes its config, interpolations resolved, under this name in its run directory.
+RESOLVED_CONFIG = "config_resolved.yaml"
+
+
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path; on success it is renamed to ``path``, on failure removed."""

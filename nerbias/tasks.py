@@ -1,7 +1,8 @@
 """The task layer: what the entry points run, and the only module that joins training and bias evaluation.
 
 - ``run_training`` (``train.py``): train and score on CoNLL-03; with a ``bias_eval`` group
-  (the ``mishra2020_*`` experiments), then evaluate the best checkpoint on the bias corpora.
+  (``experiment=paper``, the ``mishra2020_*`` experiments), then evaluate the best checkpoint on
+  the bias corpora and, when ``bias_eval.report`` is set, write one ``report.md`` over all of it.
 - ``run_evaluation`` (``evaluate.py``): score a tagger on CoNLL-03 or on a bias corpus.
 
 Each task builds its objects from the composed config and calls them, as
@@ -14,6 +15,7 @@ import logging
 from pathlib import Path
 from typing import Any, Mapping
 
+import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from nerbias.bias.names import load_names
@@ -21,10 +23,13 @@ from nerbias.bias.runner import run_bias_evaluation
 from nerbias.bias.taggers import CheckpointSlotTagger
 from nerbias.bias.types import corpus_label
 from nerbias.building import build
+from nerbias.data.conll import lowercased
 from nerbias.data.conll2003 import load_conll2003
 from nerbias.errors import NerbiasError
-from nerbias.fileio import atomic_write_json
+from nerbias.fileio import RESOLVED_CONFIG, atomic_write_json, atomic_write_text
 from nerbias.loggers import NullLogger, build_logger
+from nerbias.reporting.pipeline import render_run_report
+from nerbias.reporting.report import ReportOptions
 from nerbias.scoring import score_splits
 from nerbias.training.trainer import Trainer
 
@@ -32,7 +37,10 @@ log = logging.getLogger(__name__)
 
 
 def _logger(cfg: DictConfig, output_dir: Path) -> NullLogger:
+    """The run's logger; the fully resolved config is saved beside Hydra's own first, so readers of
+    the run (report.py, aggregate.py) never depend on this process's environment variables."""
     resolved = OmegaConf.to_container(cfg, resolve=True)
+    atomic_write_text(output_dir / RESOLVED_CONFIG, yaml.safe_dump(resolved, sort_keys=False))
     return build_logger(resolved.get("logger"), resolved, save_dir=output_dir)
 
 
@@ -75,11 +83,20 @@ def run_training(cfg: DictConfig, output_dir: str | Path) -> dict[str, float]:
         metrics = Trainer(cfg, output_dir, coverage_names=coverage_names(cfg.embeddings)).fit(logger)
         if cfg.get("bias_eval"):
             checkpoint = output_dir / "checkpoints" / "best.pt"
+            bias_dirs = []
             for label, eval_cfg in bias_evaluation_configs(cfg, checkpoint):
                 log.info("bias evaluation: %s", label)
                 run_dir = output_dir / "bias" / label
-                run_dir.mkdir(parents=True, exist_ok=True)
+                atomic_write_text(run_dir / RESOLVED_CONFIG, yaml.safe_dump(OmegaConf.to_container(eval_cfg),
+                                                                            sort_keys=False))
                 metrics.update(run_bias_evaluation(eval_cfg, run_dir, logger))
+                bias_dirs.append(run_dir)
+            if cfg.bias_eval.get("report"):
+                options = ReportOptions(**OmegaConf.to_container(cfg.bias_eval.report, resolve=True))
+                report = render_run_report(output_dir, bias_dirs, options, checkpoint=checkpoint)
+                logger.artifact("paper-report", "report", report)
+                log.info("report: %s", report)
+                print(f"report written to {report}")
         return metrics
     finally:
         logger.finish()
@@ -90,9 +107,13 @@ def evaluate_conll(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
     slot_tagger = build(cfg.tagger)
     if not isinstance(slot_tagger, CheckpointSlotTagger):
         raise NerbiasError(f"tagger={cfg.tagger.get('kind')} cannot be scored on CoNLL-03 (needs a checkpoint)")
-    splits = load_conll2003(cfg.corpus.data_dir, splits=list(cfg.corpus.splits),
+    wanted = list(cfg.corpus.splits)
+    lower = list(cfg.corpus.get("lowercase_splits") or [])
+    splits = load_conll2003(cfg.corpus.data_dir, splits=list(dict.fromkeys(wanted + lower)),
                             verify_sizes=cfg.corpus.get("verify_sizes", True))
-    metrics = score_splits(slot_tagger.tagger, splits, cfg.tagger.batch_size, output_dir)
+    scored = {split: splits[split] for split in wanted}
+    scored.update({f"{split}_lower": lowercased(splits[split]) for split in lower})
+    metrics = score_splits(slot_tagger.tagger, scored, cfg.tagger.batch_size, output_dir)
     atomic_write_json(output_dir / "metrics.json", {"metrics": metrics, "checkpoint": str(cfg.tagger.path)})
     return metrics
 

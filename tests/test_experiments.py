@@ -2,6 +2,7 @@
 
 import json
 import random
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -14,6 +15,7 @@ EXPERIMENTS = sorted(p.stem for p in (CONFIGS / "experiment").glob("*.yaml"))
 TEMPLATES = ("occupation(0)\tother-participant(1)\tanswer\tsentence\n"
              "nurse\tpatient\t0\tThe $OCCUPATION told the $PARTICIPANT that $NOM_PRONOUN could pay with cash .\n")
 NAMES = "name,group\nMaria,Hispanic Female\nGreg,White Male\nEmily,White Female\nSyedtiastephen,OOV\n"
+CENSUS_YEAR = "Emily,F,30\nMaria,F,20\nPeter,F,2\nGreg,M,25\nJohn,M,10\nMaria,M,3\n"
 TINY = ["logger=none", "data.verify_sizes=false", "trainer.max_epochs=1", "trainer.device=cpu",
         "model.lstm_hidden=8", "model.char_filters=4", "model.char_dim=4", "data.max_train_sentences=60",
         "data.max_eval_sentences=20"]
@@ -50,8 +52,17 @@ def test_experiment_runs_in_smoke_size(experiment, tmp_path):
     if probe.get("bias_eval"):
         # The corpora are the corpus group's own configs, composed into bias_eval.corpora.
         overrides += [f"bias_eval.corpora.{name}.names={tmp_path / 'names.csv'}"
-                      for name in probe.bias_eval.corpora]
+                      for name in probe.bias_eval.corpora if name != "census"]
         overrides += ["bias_eval.corpora.winogender.sample=24", "bias_eval.corpora.insitu.verify_sizes=false"]
+    if probe.get("bias_eval") and "census" in probe.bias_eval.corpora:
+        (data_dir / "ssa_names").mkdir()
+        for year in (2017, 2018):
+            (data_dir / "ssa_names" / f"yob{year}.txt").write_text(CENSUS_YEAR)
+        overrides += ["bias_eval.corpora.census.first_year=2017", "bias_eval.corpora.census.last_year=2018",
+                      "bias_eval.corpora.census.template=4"]
+    if probe.get("bias_eval") and probe.bias_eval.get("report"):
+        overrides += ["bias_eval.report.n_boot=50", "bias_eval.report.n_permutations=99",
+                      "bias_eval.report.census_boot=20"]
     cfg = compose_config("train", overrides)
     run_training(cfg, out)
     assert 0 <= json.loads((out / "metrics.json").read_text())["metrics"]["test_f1"] <= 1
@@ -59,3 +70,14 @@ def test_experiment_runs_in_smoke_size(experiment, tmp_path):
         for name in ("winogender", "winogender_lower", "insitu", "insitu_lower"):
             groups = pd.read_csv(out / "bias" / name / "per_group.csv")
             assert {"White Male", "OOV"} <= set(groups["group"])
+        assert "test_lower_f1" in json.loads((out / "metrics.json").read_text())["metrics"]
+    if probe.get("bias_eval") and "census" in probe.bias_eval.corpora:
+        for name in ("census", "census_lower"):
+            errors = pd.read_csv(out / "bias" / name / "census_errors.csv")
+            assert set(errors["year"]) == {2017, 2018} and set(errors["template"]) == {4}
+    if probe.get("bias_eval") and probe.bias_eval.get("report"):
+        report = (out / "report.md").read_text()
+        for title in ("CoNLL-03 English", "## Winogender, lower-cased", "## In-Situ", "## Census, lower-cased"):
+            assert title in report
+        for link in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", report):
+            assert (out / link).is_file(), link  # every figure the report shows is there

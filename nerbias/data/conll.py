@@ -94,6 +94,12 @@ def read_conll(
     return sentences
 
 
+def lowercased(sentences: Sequence[Sentence]) -> list[Sentence]:
+    """The same sentences with every token lower-cased and the gold entities unchanged
+    (the lower-cased CoNLL-03 of Mayhew et al. 2019 and Mishra et al. 2020)."""
+    return [Sentence(tuple(token.lower() for token in s.tokens), s.spans) for s in sentences]
+
+
 def write_conll(
     path: str | Path,
     rows: Iterable[Sequence[Sequence[str]]],

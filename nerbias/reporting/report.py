@@ -75,6 +75,8 @@ class Section:
 
 def names_section(runs: Sequence[Run], names: NameList, out_dir: Path, options: ReportOptions) -> Section:
     table = name_table(runs, names)
+    log.info("%s: bootstrap intervals (B=%d) and permutation tests (%d resamples) over %d names", runs[0].path,
+             options.n_boot, options.n_permutations, len(names.names))
     model = runs[0].label if len({r.label for r in runs}) == 1 else " + ".join(dict.fromkeys(r.label for r in runs))
     tables = {model: table}
     section = Section()
@@ -133,8 +135,9 @@ def names_section(runs: Sequence[Run], names: NameList, out_dir: Path, options: 
         section.scalars["report/female_minus_male"] = float(gender["difference"].iloc[0])
         section.scalars["report/female_minus_male_p"] = float(gender["p_value"].iloc[0])
     pairs = pairwise_permutation_tests(table, "group", n_resamples=options.n_permutations, seed=options.seed)
-    section.lines += [f"Every pair of groups ({len(pairs)} tests; `p_holm` controls the family-wise error "
-                      "over all of them):", ""]
+    tested = int(pairs["p_value"].notna().sum())
+    section.lines += [f"Every pair of groups ({tested} tests of {len(pairs)} pairs; `p_holm` controls the "
+                      "family-wise error over the tests that ran; `note` says why a pair was not tested):", ""]
     section.add_table("permutation_pairs", pairs, out_dir)
 
     section.lines += ["## Spread of name accuracy (Table 4)", ""]
@@ -171,6 +174,7 @@ def census_section(run: Run, out_dir: Path, options: ReportOptions) -> Section:
     section = Section()
     errors = run.tables["census_errors"]
     templates = sorted(int(t) for t in errors["template"].unique())
+    log.info("%s: census bootstrap per year (B=%d), templates %s", run.path, options.census_boot, templates)
     years = sorted(int(y) for y in errors["year"].unique())
     section.lines += [f"# Census benchmark report: {run.label}", "",
                       f"- run: {run.path}", f"- templates: {templates}; years {years[0]}-{years[-1]} ({len(years)})"]

@@ -31,6 +31,7 @@ from nerbias.bias import census, published
 from nerbias.bias.names import NameList, load_names
 from nerbias.bias.types import parse_corpus_label
 from nerbias.errors import NerbiasError
+from nerbias.fileio import RESOLVED_CONFIG
 from nerbias.loggers import read_offline_run
 from nerbias.reporting.uncertainty import NameTable
 
@@ -59,6 +60,9 @@ def saved_config(run_dir: Path, resolve: bool = False) -> Any:
     resolved as far as this process can: ``${hydra:...}`` resolves only inside a Hydra app, so
     ``paths.output_dir`` becomes the run directory, and when anything else fails the paths the
     report reads are kept resolved where they resolve."""
+    resolved_file = run_dir / RESOLVED_CONFIG  # written by the run itself: no resolving here
+    if resolve and resolved_file.is_file():
+        return _read_saved_yaml(resolved_file) or {}
     path = run_dir / ".hydra" / "config.yaml"
     config = _read_saved_yaml(path) or {}
     if not resolve:
@@ -275,10 +279,16 @@ def load_run(path: str | Path) -> Run:
     tables = {name: read_table(path / f"{name}.csv") for name in RUN_FILES if (path / f"{name}.csv").is_file()}
     if "per_name" in tables or "census_errors" in tables:
         saved = read_metrics(path) or {}
-        config = saved_config(path, resolve=True) if is_hydra_run(path) else {}
+        config = saved_config(path, resolve=True) if is_hydra_run(path) or (path / RESOLVED_CONFIG).is_file() else {}
         return Run(path, tables, saved.get("metrics", {}), saved.get("tagger"), config)
     folder = _offline_run_folder(path)
     if folder is None:
+        if (path / "checkpoints" / "best.pt").is_file():
+            bias = sorted(p.name for p in (path / "bias").iterdir() if p.is_dir()) if (path / "bias").is_dir() else []
+            hint = (f"pass its bias evaluations instead ({', '.join(f'{path}/bias/{b}' for b in bias)})" if bias else
+                    f"evaluate it first: python evaluate.py tagger.path={path}/checkpoints/best.pt "
+                    "corpus=winogender|insitu|census, then pass that run directory")
+            raise NerbiasError(f"{path} is a training run, not an evaluation: {hint}")
         raise NerbiasError(f"{path}: no per_name.csv, census_errors.csv or offline W&B run")
     return _load_wandb_run(folder, path)
 

@@ -47,6 +47,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 from scipy import stats
+from tqdm.auto import tqdm
 
 from nerbias.bias.census import PERSON, UNTAGGED
 from nerbias.errors import NerbiasError
@@ -398,6 +399,9 @@ def permutation_difference(accuracy: np.ndarray, weight: np.ndarray, a: np.ndarr
     return float(result.statistic), float(result.pvalue)
 
 
+MIN_NAMES_PER_SIDE = 2  # a permutation test needs at least two names on each side
+
+
 def _test_rows(table: NameTable, by: str, pairs: Sequence[tuple[str, str]], n_resamples: int, seed: int,
                alternative: str) -> pd.DataFrame:
     facets = table.facet(by)
@@ -407,13 +411,24 @@ def _test_rows(table: NameTable, by: str, pairs: Sequence[tuple[str, str]], n_re
         a, b = np.flatnonzero(facets == first), np.flatnonzero(facets == second)
         if not len(a) or not len(b):
             raise NerbiasError(f"no names for {first!r} or {second!r} (have {table.facet_labels(by)})")
-        difference, p = permutation_difference(accuracy, weight, a, b, n_resamples, seed + index, alternative)
-        rows.append({"a": first, "b": second, "n_a": len(a), "n_b": len(b),
-                     "accuracy_a": float(np.average(accuracy[a], weights=weight[a])),
-                     "accuracy_b": float(np.average(accuracy[b], weights=weight[b])),
-                     "difference": difference, "p_value": p})
-    frame = pd.DataFrame(rows, columns=["a", "b", "n_a", "n_b", "accuracy_a", "accuracy_b", "difference", "p_value"])
-    frame["p_holm"] = holm(frame["p_value"]) if len(frame) else []
+        accuracy_a = float(np.average(accuracy[a], weights=weight[a]))
+        accuracy_b = float(np.average(accuracy[b], weights=weight[b]))
+        small = [label for label, members in ((first, a), (second, b)) if len(members) < MIN_NAMES_PER_SIDE]
+        if small:  # a side of one name has nothing to shuffle: no test, and the reason in the table
+            note = f"not tested: {' and '.join(small)} {'has' if len(small) == 1 else 'have'} fewer than " \
+                   f"{MIN_NAMES_PER_SIDE} names"
+            difference, p = accuracy_a - accuracy_b, float("nan")
+        else:
+            note = ""
+            difference, p = permutation_difference(accuracy, weight, a, b, n_resamples, seed + index, alternative)
+        rows.append({"a": first, "b": second, "n_a": len(a), "n_b": len(b), "accuracy_a": accuracy_a,
+                     "accuracy_b": accuracy_b, "difference": difference, "p_value": p, "note": note})
+    frame = pd.DataFrame(rows, columns=["a", "b", "n_a", "n_b", "accuracy_a", "accuracy_b", "difference", "p_value",
+                                        "note"])
+    tested = frame["p_value"].notna().to_numpy()
+    frame["p_holm"] = np.nan
+    if tested.any():  # Holm over the tests that ran
+        frame.loc[tested, "p_holm"] = holm(frame.loc[tested, "p_value"].to_numpy())
     return frame
 
 
@@ -483,7 +498,10 @@ def bootstrap_census(frame: pd.DataFrame, n_boot: int = CENSUS_N_BOOT, confidenc
     """
     rng = np.random.default_rng(seed)
     rows = []
-    for (template, year), cell in _census_cells(frame, years):
+    cells = _census_cells(frame, years)
+    total = frame.groupby(["template", "year"]).ngroups if years is None else None
+    for (template, year), cell in tqdm(cells, total=total, desc=f"census bootstrap (B={n_boot})", unit="year",
+                                       leave=False):
         point, boot = {}, {}
         for sex, part in cell.groupby("sex"):
             size, count, kind = (part[c].to_numpy() for c in ("size", "count", "kind"))

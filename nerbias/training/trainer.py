@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from nerbias.data.batching import iterate_batches
-from nerbias.data.conll import Sentence
+from nerbias.data.conll import Sentence, lowercased
 from nerbias.data.conll2003 import load_conll2003
 from nerbias.errors import CheckpointError, NerbiasError
 from nerbias.fileio import atomic_write_json
@@ -34,13 +34,14 @@ log = logging.getLogger(__name__)
 
 
 def load_data(cfg: Mapping[str, Any]) -> dict[str, list[Sentence]]:
-    """CoNLL-03 splits from ``data.data_dir``, optionally cut to the first N sentences."""
+    """CoNLL-03 splits from ``data.data_dir``: ``train`` (cut to ``max_train_sentences`` if set),
+    whole ``dev`` and ``test``, and ``dev_epoch``, the part of dev scored after every epoch for early
+    stopping (its first ``max_eval_sentences``; all of dev when null). The best checkpoint is always
+    scored on the whole dev and test splits."""
     splits = load_conll2003(cfg["data_dir"], verify_sizes=cfg.get("verify_sizes", True))
-    limits = {"train": cfg.get("max_train_sentences"), "dev": cfg.get("max_eval_sentences"),
-              "test": cfg.get("max_eval_sentences")}
-    for split, limit in limits.items():
-        if limit:
-            splits[split] = splits[split][:limit]
+    if cfg.get("max_train_sentences"):
+        splits["train"] = splits["train"][: cfg["max_train_sentences"]]
+    splits["dev_epoch"] = splits["dev"][: cfg["max_eval_sentences"]] if cfg.get("max_eval_sentences") else splits["dev"]
     for split, sentences in splits.items():
         log.info("%s: %d sentences, %d tokens", split, len(sentences), sum(len(s) for s in sentences))
     return splits
@@ -189,8 +190,9 @@ class Trainer:
                 n_batches += 1
                 n_sentences += len(batch.index)
             train_seconds = time.perf_counter() - started
-            dev_scores, _ = evaluate_split(tagger, data["dev"], tcfg.eval_batch_size, f"dev (epoch {epoch + 1})")
+            dev_scores, _ = evaluate_split(tagger, data["dev_epoch"], tcfg.eval_batch_size, f"dev (epoch {epoch + 1})")
             record = {"epoch": epoch + 1, "train_loss": total_loss / max(n_batches, 1), "dev_f1": dev_scores["f1"],
+                      "dev_sentences": len(data["dev_epoch"]),  # what the early-stopping F1 covers
                       "train_sentences_per_second": n_sentences / train_seconds}
             history.append(record)
             improved = dev_scores["f1"] > best_f1
@@ -229,7 +231,8 @@ class Trainer:
         return path
 
     def finish(self, data: dict[str, list[Sentence]], history: list, logger: NullLogger) -> dict[str, float]:
-        """Score the best checkpoint on dev and test; write metrics, predictions, artifacts."""
+        """Score the best checkpoint on the whole dev and test splits, and on test lower-cased
+        (``test_lower_*``); write metrics, predictions, artifacts."""
         best_path = self.checkpoint_dir / "best.pt"
         if not best_path.is_file():
             raise NerbiasError(f"{best_path}: no best checkpoint (did training run any epoch?)")
@@ -238,14 +241,16 @@ class Trainer:
         dev_scores, _ = evaluate_split(tagger, data["dev"], batch_size, "dev (best)")
         test_scores, test_predictions = evaluate_split(tagger, data["test"], batch_size, "test (best)",
                                                        confidences=True)
+        lower_scores, _ = evaluate_split(tagger, lowercased(data["test"]), batch_size, "test lower-cased (best)")
         write_predictions(self.output_dir, "test_predictions", data["test"], test_predictions)
         metrics = {f"dev_{k}": v for k, v in dev_scores.items()}
         metrics.update({f"test_{k}": v for k, v in test_scores.items()})
+        metrics.update({f"test_lower_{k}": v for k, v in lower_scores.items()})
         metrics["epochs"] = len(history)
         metrics["best_epoch"] = max(range(len(history)), key=lambda i: history[i]["dev_f1"]) + 1 if history else 0
         atomic_write_json(self.output_dir / "metrics.json", {"metrics": metrics, "history": history})
         logger.summary(metrics)
         logger.artifact(f"model-{self.cfg.get('run_name') or 'nerbias'}", "model", best_path)
-        log.info("test F1 %.4f (dev %.4f); metrics in %s", metrics["test_f1"], metrics["dev_f1"],
-                 self.output_dir / "metrics.json")
+        log.info("test F1 %.4f (lower-cased %.4f, dev %.4f); metrics in %s", metrics["test_f1"],
+                 metrics["test_lower_f1"], metrics["dev_f1"], self.output_dir / "metrics.json")
         return metrics
