@@ -26,7 +26,7 @@ from nerbias.bias.corpora import NameSubstitutionCorpus, shard_bounds
 from nerbias.bias.names import NameList, load_names
 from nerbias.bias.plots import plot_census_errors, plot_ecdf
 from nerbias.bias.statistics import DEFAULT_EXACT_LIMIT, NameStatistics, per_group, summary_scalars
-from nerbias.bias.types import corpus_label
+from nerbias.bias.types import corpus_label, corpus_title
 from nerbias.building import build
 from nerbias.errors import NerbiasError
 from nerbias.fileio import atomic_write_json, write_csv
@@ -175,14 +175,15 @@ def write_name_results(stats: NameStatistics, names: NameList, cfg: DictConfig, 
     write_csv(output_dir / "label_breakdown.csv", breakdown)
     prefix = corpus_label(cfg.corpus.name, bool(cfg.corpus.get("lowercase")))
     images = {}
+    where = f"{corpus_title(cfg.corpus.name, bool(cfg.corpus.get('lowercase')))}, tagger {(extra or {}).get('tagger', '?')}"
     for by in ("group", "gender", "race"):
         if by == "group" or (names.gender_of if by == "gender" else names.race_of):
             images[f"ecdf_accuracy_by_{by}"] = plot_ecdf(table, names, "accuracy",
                                                          output_dir / f"ecdf_accuracy_by_{by}.png", by=by,
-                                                         title=f"{prefix}: name accuracy by {by}")
+                                                         title=f"{where}: name accuracy by {by}")
     if table["conf_p25"].notna().any():
         images["ecdf_conf_p25_by_group"] = plot_ecdf(table, names, "conf_p25", output_dir / "ecdf_conf_p25_by_group.png",
-                                                     title=f"{prefix}: 25th-percentile PERSON confidence")
+                                                     title=f"{where}: 25th percentile of each name's PERSON confidence")
     scalars = summary_scalars(groups, prefix)
     atomic_write_json(output_dir / "metrics.json", {"metrics": scalars, **(extra or {})})
     logger.summary(scalars)
@@ -229,7 +230,8 @@ def evaluate_census(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> di
     write_csv(output_dir / "census_labels.csv", label_table)
     scalars: dict[str, Any] = {}
     for template, part in errors.groupby("template"):
-        image = plot_census_errors(part, output_dir / f"census_errors_template{template}.png", template=template)
+        image = plot_census_errors(part, output_dir / f"census_errors_template{template}.png", template=template,
+                                   tagger=f"{tagger_name}{' (lower-cased sentences)' if ccfg.lowercase else ''}")
         logger.image(f"census/template{template}/errors", image)
         wide = part.pivot(index="year", columns="gender", values="type1_w")
         scalars[f"census/template{template}/years_female_type1_w_above_male"] = int((wide["F"] > wide["M"]).sum())

@@ -75,3 +75,11 @@ def parse_corpus_label(label: str) -> tuple[str, bool]:
     if label.endswith(LOWERCASE_SUFFIX):
         return label[: -len(LOWERCASE_SUFFIX)], True
     return label, False
+
+
+CORPUS_TITLES = {"winogender": "Winogender", "insitu": "In-Situ CoNLL-03", "census": "Census"}
+
+
+def corpus_title(corpus: str, lowercase: bool = False) -> str:
+    """The corpus in words for titles: ``In-Situ CoNLL-03, lower-cased``."""
+    return CORPUS_TITLES.get(corpus, corpus) + (", lower-cased" if lowercase else "")

@@ -16,8 +16,11 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+from matplotlib.lines import Line2D
 
-from nerbias.bias import census
+from nerbias.bias.plots import (
+    CENSUS_ERROR_TITLES, CENSUS_WEIGHTINGS, GENDER_STYLES, OOV_STYLE, census_sentence, column_label, facet_style,
+)
 from nerbias.errors import CheckpointError, NerbiasError
 from nerbias.fileio import atomic_path
 from nerbias.models.checkpoint import WORD_VECTORS_KEY, load_checkpoint
@@ -45,50 +48,69 @@ def _save(figure, path: str | Path, dpi: int = 110) -> Path:
     return path
 
 
-def _colors(labels: Iterable[str]) -> dict[str, Any]:
+def _model_colors(models: Iterable[str]) -> dict[str, Any]:
+    """Models compared in one figure: a colour each, from a palette apart from the group colours."""
     from matplotlib import colormaps
 
-    cmap = colormaps["tab10"]
-    return {label: cmap(i % 10) for i, label in enumerate(labels)}
+    cmap = colormaps["Dark2"]
+    return {model: cmap(i % 8) for i, model in enumerate(models)}
 
 
 def plot_ecdf_grid(tables: Mapping[str, NameTable], path: str | Path, column: str = "accuracy", by: str = "group",
                    title: str | None = None, n_boot: int = DEFAULT_N_BOOT, confidence: float = DEFAULT_CONFIDENCE,
-                   seed: int = 0, columns: int = 3) -> Path | None:
-    """One panel per model: ECDF of a per-name column by facet, bootstrap band shaded, the OOV
-    name's value as a grey dashed line (Figures 1, 2, 4-8). None when no model has the values."""
+                   seed: int = 0, columns: int = 4) -> Path | None:
+    """Small multiples, one panel per group (or gender / race): the ECDF of a per-name column with its
+    bootstrap band, one line per model, and the OOV name's value as a dashed line (Figures 1, 2, 4-8).
+    A group without values keeps its panel, marked. None when no model has the values."""
     usable = {m: t for m, t in tables.items()
               if column in t.columns and not np.all(np.isnan(t.values(column))) and t.has_facet(by)}
     if not usable:
         return None
-    columns = min(columns, len(usable))
-    rows = math.ceil(len(usable) / columns)
-    figure, axes = _figure(rows, columns, 4.6, 3.4)
-    for axis in axes.flat[len(usable):]:
+    facets = list(dict.fromkeys(label for table in usable.values() for label in table.facet_labels(by)))
+    bands = {model: bootstrap_ecdf(table, column, by, n_boot=n_boot, confidence=confidence, seed=seed)
+             for model, table in usable.items()}
+    model_colors = _model_colors(usable) if len(usable) > 1 else None
+    columns = min(columns, len(facets))
+    rows = math.ceil(len(facets) / columns)
+    figure, axes = _figure(rows, columns, max(3.3, 9.0 / columns), 2.7)  # room for the title with few panels
+    for axis in axes.flat[len(facets):]:
         axis.set_visible(False)
-    for axis, (model, table) in zip(axes.flat, usable.items()):
-        bands = bootstrap_ecdf(table, column, by, n_boot=n_boot, confidence=confidence, seed=seed)
-        colors = _colors(bands)
-        facets, values = table.facet(by), table.name_values(column)
-        for label, band in bands.items():
-            points = np.sort(values[(facets == label) & ~np.isnan(values)])
-            axis.fill_between(band["x"], band["low"], band["high"], step="post", color=colors[label], alpha=0.18,
-                              linewidth=0)
+    for axis, facet in zip(axes.flat, facets):
+        style = facet_style(facet)
+        drawn = False
+        for model, table in usable.items():
+            color = style["color"] if model_colors is None else model_colors[model]
+            values = table.name_values(column)
+            points = np.sort(values[(table.facet(by) == facet) & ~np.isnan(values)])
+            band = bands[model].get(facet)
+            if band is not None:
+                axis.fill_between(band["x"], band["low"], band["high"], step="post", color=color, alpha=0.2,
+                                  linewidth=0)
             if len(points):
                 xs = np.concatenate([[0.0], points, [1.0]])
                 ys = np.concatenate([[0.0], np.arange(1, len(points) + 1) / len(points), [1.0]])
-                axis.step(xs, ys, where="post", color=colors[label], label=str(label), linewidth=1.3)
-        oov = table.oov_value(column)
-        if oov is not None:
-            axis.axvline(oov, color="grey", linestyle="--", linewidth=1, label=f"OOV ({table.oov_name})")
-        axis.set_title(f"{model} ({table.n_seeds} seed{'s' if table.n_seeds > 1 else ''})", fontsize=9)
-        axis.set_xlabel(column)
-        axis.set_ylabel("share of names at or below")
+                axis.step(xs, ys, where="post", color=color, linewidth=1.3, label=model if model_colors else None)
+                axis.plot(points, ys[1:-1], linestyle="none", marker=style["marker"], color=color, markersize=3)
+                drawn = True
+            oov = table.oov_value(column)
+            if oov is not None:
+                axis.axvline(oov, **OOV_STYLE)
+        if not drawn:
+            axis.text(0.5, 0.5, "no values\n(no name recognised)", ha="center", va="center", fontsize=8,
+                      transform=axis.transAxes)
+        axis.set_title(str(facet), fontsize=9, color=style["color"])
         axis.set_xlim(-0.02, 1.02)
+        axis.set_ylim(0, 1.02)
         axis.grid(alpha=0.3)
-        axis.legend(fontsize=6, loc="upper left")
-    figure.suptitle(title or f"ECDF of {column} by {by}; shaded: {confidence:.0%} bootstrap band over names",
-                    fontsize=9, wrap=True)  # long titles otherwise overflow a one-panel figure
+    figure.supxlabel(column_label(column), fontsize=9)
+    figure.supylabel("share of the group's names at or below", fontsize=9)
+    first = next(iter(usable.values()))
+    if model_colors:
+        figure.legend(handles=[Line2D([], [], color=c, label=m) for m, c in model_colors.items()],
+                      loc="outside right upper", fontsize=8)
+    oov = f"; dashed: the OOV reference name ({first.oov_name})" if first.oov_name else ""
+    figure.suptitle(f"{title or f'ECDF of {column_label(column)} by {by}'}\nshaded: {confidence:.0%} bootstrap "
+                    f"band over names{oov}", fontsize=10, wrap=True)
     return _save(figure, path)
 
 
@@ -101,20 +123,26 @@ def plot_group_accuracy(tables: Mapping[str, NameTable], path: str | Path, by: s
     labels = list(dict.fromkeys(label for boot in boots.values() for label in boot.labels))
     figure, axes = _figure(1, 1, 7.5, 0.45 * len(labels) + 1.6)
     axis = axes[0][0]
-    colors = _colors(boots)
+    colors = _model_colors(boots)
     offsets = np.linspace(-0.25, 0.25, len(boots)) if len(boots) > 1 else [0.0]
     for offset, (model, boot) in zip(offsets, boots.items()):
-        frame = boot.table()
-        positions = [labels.index(label) + offset for label in frame[by]]
-        axis.errorbar(frame["accuracy"], positions, xerr=[frame["accuracy"] - frame["ci_low"],
-                                                          frame["ci_high"] - frame["accuracy"]],
-                      fmt="o", color=colors[model], capsize=3, label=model, markersize=4)
+        for row in boot.table().itertuples(index=False):
+            label = getattr(row, by)
+            # one model: each group in its own colour and marker; several: a colour per model
+            style = facet_style(label) if len(boots) == 1 else {"color": colors[model], "marker": "o"}
+            axis.errorbar([row.accuracy], [labels.index(label) + offset],
+                          xerr=[[row.accuracy - row.ci_low], [row.ci_high - row.accuracy]], fmt=style["marker"],
+                          color=style["color"], capsize=3, markersize=5)
+    if len(boots) > 1:
+        axis.legend(handles=[Line2D([], [], color=colors[m], marker="o", label=m) for m in boots], fontsize=7)
     axis.set_yticks(range(len(labels)), labels)
+    for tick, label in zip(axis.get_yticklabels(), labels):
+        tick.set_color(facet_style(label)["color"])
     axis.invert_yaxis()
-    axis.set_xlabel(f"accuracy p_c ({confidence:.0%} bootstrap interval)")
+    axis.set_xlabel(f"group accuracy p_c (share of the group's name slots tagged as a one-token PERSON), "
+                    f"{confidence:.0%} bootstrap interval", fontsize=8)
     axis.grid(alpha=0.3, axis="x")
-    axis.legend(fontsize=7)
-    axis.set_title(title or f"Accuracy by {by}")
+    axis.set_title(title or f"Accuracy by {by}" + (f", {next(iter(boots))}" if len(boots) == 1 else ""))
     return _save(figure, path)
 
 
@@ -158,12 +186,12 @@ def plot_name_tsne(vectors: Mapping[str, np.ndarray], group_of: Mapping[str, str
     points = TSNE(n_components=2, perplexity=perplexity, random_state=seed, init="pca",
                   method=method).fit_transform(matrix)
     groups = list(dict.fromkeys(group_of[name] for name in names))
-    colors = _colors(groups)
     figure, axes = _figure(1, 1, 7.5, 6)
     axis = axes[0][0]
     for group in groups:
         rows = [i for i, name in enumerate(names) if group_of[name] == group]
-        axis.scatter(points[rows, 0], points[rows, 1], color=colors[group], label=group, s=22)
+        style = facet_style(group)
+        axis.scatter(points[rows, 0], points[rows, 1], color=style["color"], marker=style["marker"], label=group, s=22)
         for i in rows:
             axis.annotate(names[i], points[i], fontsize=5, alpha=0.7, xytext=(2, 2), textcoords="offset points")
     axis.legend(fontsize=7)
@@ -173,13 +201,10 @@ def plot_name_tsne(vectors: Mapping[str, np.ndarray], group_of: Mapping[str, str
     return _save(figure, path)
 
 
-_MEASURE_TITLES = {"type1": "type 1 (not PERSON)", "type2": "type 2 (other type)", "type3": "type 3 (untagged)"}
-
-
 def _census_panels(boot: pd.DataFrame, template: int, axes):
     """(row, axis, error type, weighting, that measure's rows by year) for the 2 x 3 census panels."""
     part = boot[boot["template"] == template].sort_values("year")
-    for row, (suffix, weighting) in enumerate((("w", "weighted"), ("u", "unweighted"))):
+    for row, (suffix, weighting) in enumerate(CENSUS_WEIGHTINGS.items()):
         for column, kind in enumerate(("type1", "type2", "type3")):
             yield row, axes[row][column], kind, weighting, part[part["measure"] == f"{kind}_{suffix}"]
 
@@ -189,23 +214,23 @@ def plot_census_bands(boot: pd.DataFrame, path: str | Path, template: int, title
     types 1-3), each with its bootstrap band: the census paper's figure with intervals."""
     figure, axes = _figure(2, 3, 5, 3.4)
     for row, axis, kind, weighting, series in _census_panels(boot, template, axes):
-        for sex, label, color in (("F", "female", "tab:red"), ("M", "male", "tab:blue")):
+        for sex, (label, color) in GENDER_STYLES.items():
             axis.fill_between(series["year"], series[f"{sex}_low"], series[f"{sex}_high"], color=color, alpha=0.2,
                               linewidth=0)
             axis.plot(series["year"], series[sex], color=color, label=label, linewidth=1.1)
-        _label_census_panel(axis, row, kind, weighting, "error rate")
+        _label_census_panel(axis, row, kind, weighting, "share of the year's names (error rate)")
     axes[0][0].legend(fontsize=8)
-    sentence = " ".join(["<Name>", census.TEMPLATES.get(template, "")]).strip()
-    figure.suptitle(title or f"Census template {template} (\"{sentence}\"): errors by year, 95% bands over names")
+    figure.suptitle(title or f"Census template {template} (\"{census_sentence(template)}\"): errors by year, "
+                    "95% bootstrap bands over names")
     return _save(figure, path, dpi=100)
 
 
 def _label_census_panel(axis, row: int, kind: str, weighting: str, ylabel: str) -> None:
-    axis.set_title(f"{_MEASURE_TITLES[kind]}, {weighting}", fontsize=9)
-    axis.set_ylabel(ylabel)
+    axis.set_title(f"{CENSUS_ERROR_TITLES[kind]}\n{weighting}", fontsize=9)
+    axis.set_ylabel(ylabel, fontsize=8)
     axis.grid(alpha=0.3)
     if row == 1:
-        axis.set_xlabel("year")
+        axis.set_xlabel("birth year (SSA baby names)")
 
 
 def plot_census_gap(boot: pd.DataFrame, path: str | Path, template: int, title: str | None = None) -> Path:
@@ -228,7 +253,7 @@ def plot_census_gap_by_template(boot: pd.DataFrame, path: str | Path, measure: s
     """The female - male gap of one measure per year, one line and band per template."""
     part = boot[boot["measure"] == measure]
     templates = sorted(part["template"].unique().tolist())
-    colors = _colors(templates)
+    colors = _model_colors(templates)
     figure, axes = _figure(1, 1, 9, 4.2)
     axis = axes[0][0]
     for template in templates:
@@ -237,8 +262,9 @@ def plot_census_gap_by_template(boot: pd.DataFrame, path: str | Path, measure: s
                           linewidth=0)
         axis.plot(series["year"], series["gap"], color=colors[template], linewidth=1, label=f"template {template}")
     axis.axhline(0, color="black", linewidth=0.8)
-    axis.set_xlabel("year")
-    axis.set_ylabel(f"female - male {measure}")
+    kind, weighting = measure.split("_")
+    axis.set_xlabel("birth year (SSA baby names)")
+    axis.set_ylabel(f"female - male error rate\n{CENSUS_ERROR_TITLES[kind]}, {CENSUS_WEIGHTINGS[weighting]}", fontsize=8)
     axis.grid(alpha=0.3)
     axis.legend(fontsize=7, ncol=3)
     axis.set_title(title or f"Female - male gap of {measure} by template, 95% bootstrap bands")

@@ -11,10 +11,9 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from nerbias.bias.types import parse_corpus_label
+from nerbias.bias.types import corpus_title, parse_corpus_label
 from nerbias.fileio import atomic_write_text
 from nerbias.reporting.report import ReportOptions, render_report
-from nerbias.reporting.runs import CORPUS_TITLES
 from nerbias.reporting.tables import markdown_table
 
 log = logging.getLogger(__name__)
@@ -53,7 +52,7 @@ def render_run_report(run_dir: str | Path, bias_dirs: Sequence[str | Path], opti
              markdown_table(conll_table(metrics), digits=4), ""]
     for bias_dir in map(Path, bias_dirs):
         corpus, lowercase = parse_corpus_label(bias_dir.name)
-        title = CORPUS_TITLES.get(corpus, corpus) + (", lower-cased" if lowercase else "")
+        title = corpus_title(corpus, lowercase)
         names_options = ReportOptions(**{**vars(options), "checkpoint": checkpoint if corpus != "census" else None})
         log.info("report: %s", title)
         sub_report = render_report([bias_dir], output_dir=bias_dir, options=names_options)

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from nerbias.bias.names import NameList
-from nerbias.bias.plots import plot_census_errors
+from nerbias.bias.plots import census_sentence, plot_census_errors
 from nerbias.errors import NerbiasError
 from nerbias.fileio import atomic_write_text, write_csv
 from nerbias.loggers import NullLogger
@@ -112,7 +112,8 @@ def names_section(runs: Sequence[Run], names: NameList, out_dir: Path, options: 
     for row in groups.itertuples(index=False):
         section.scalars.update({f"report/{row.group}/accuracy": row.accuracy,
                                 f"report/{row.group}/ci_low": row.ci_low, f"report/{row.group}/ci_high": row.ci_high})
-    section.add_image("group_accuracy", plot_group_accuracy(tables, out_dir / "report_group_accuracy.png", **kw),
+    section.add_image("group_accuracy", plot_group_accuracy(tables, out_dir / "report_group_accuracy.png", **kw,
+                                                            title=f"{runs[0].corpus_title}: accuracy p_c by group"),
                       "Accuracy by group with 95% bootstrap intervals")
 
     for by in ("gender", "race"):
@@ -157,10 +158,10 @@ def names_section(runs: Sequence[Run], names: NameList, out_dir: Path, options: 
     for by in ("group", "gender", "race"):
         if table.has_facet(by):
             path = plot_ecdf_grid(tables, out_dir / f"report_ecdf_accuracy_by_{by}.png", "accuracy", by,
-                                  title=f"{runs[0].corpus_title}: name accuracy by {by}, 95% bootstrap bands", **kw)
+                                  title=f"{runs[0].corpus_title}, {model}: name accuracy by {by}", **kw)
             section.add_image(f"ecdf_accuracy_by_{by}", path, f"ECDF of name accuracy by {by}")
     path = plot_ecdf_grid(tables, out_dir / "report_ecdf_conf_p25_by_group.png", "conf_p25", "group",
-                          title=f"{runs[0].corpus_title}: 25th-percentile PERSON confidence, 95% bootstrap bands", **kw)
+                          title=f"{runs[0].corpus_title}, {model}: 25th percentile of each name's PERSON confidence", **kw)
     section.add_image("ecdf_conf_p25_by_group", path, "ECDF of the 25th-percentile PERSON confidence by group")
     if options.checkpoint:
         vectors = checkpoint_name_vectors(options.checkpoint, table.names)
@@ -185,7 +186,7 @@ def census_section(run: Run, out_dir: Path, options: ReportOptions) -> Section:
         section.lines += [f"- intervals: not computed ({error})", ""]
         for template in templates:
             path = plot_census_errors(errors, out_dir / f"report_census_errors_template{template}.png",
-                                      template=template)
+                                      template=template, tagger=run.label)
             section.add_image(f"census_errors_template{template}", path, f"Template {template}: errors by year")
         return section
     section.lines += [
@@ -220,10 +221,15 @@ def census_section(run: Run, out_dir: Path, options: ReportOptions) -> Section:
     section.lines += ["## Figures", ""]
     for template in templates:
         section.add_image(f"census_errors_template{template}",
-                          plot_census_bands(boot, out_dir / f"report_census_errors_template{template}.png", template),
+                          plot_census_bands(boot, out_dir / f"report_census_errors_template{template}.png", template,
+                                            title=f"{run.label}: census template {template} "
+                                                  f"(\"{census_sentence(template)}\"), error rates by year, 95% "
+                                                  "bootstrap bands over names"),
                           f"Template {template}: error rates by year, female vs male, 95% bands")
         section.add_image(f"census_gap_template{template}",
-                          plot_census_gap(boot, out_dir / f"report_census_gap_template{template}.png", template),
+                          plot_census_gap(boot, out_dir / f"report_census_gap_template{template}.png", template,
+                                          title=f"{run.label}: census template {template}, female - male gap by year "
+                                                "(above 0: female names mis-tagged more), 95% bootstrap interval"),
                           f"Template {template}: female - male gap by year with its 95% interval")
     return section
 

@@ -29,7 +29,7 @@ from omegaconf import OmegaConf
 
 from nerbias.bias import census, published
 from nerbias.bias.names import NameList, load_names
-from nerbias.bias.types import parse_corpus_label
+from nerbias.bias.types import corpus_title, parse_corpus_label
 from nerbias.errors import NerbiasError
 from nerbias.fileio import RESOLVED_CONFIG
 from nerbias.loggers import read_offline_run
@@ -38,7 +38,6 @@ from nerbias.reporting.uncertainty import NameTable
 log = logging.getLogger(__name__)
 
 RUN_FILES = ("per_name", "per_group", "label_breakdown", "census_errors", "census_labels")
-CORPUS_TITLES = {"winogender": "Winogender", "insitu": "In-Situ", "census": "Census"}
 TEXT_COLUMNS = ("name", "group", "label", "gender")
 
 
@@ -210,8 +209,7 @@ class Run:
 
     @property
     def corpus_title(self) -> str:
-        title = CORPUS_TITLES.get(self.corpus, self.corpus)
-        return f"{title} (lower-cased)" if self.lowercase else title
+        return corpus_title(self.corpus, self.lowercase)
 
 
 def read_table(path: Path) -> pd.DataFrame:
