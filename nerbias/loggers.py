@@ -35,19 +35,33 @@ class NullLogger:
 
     def artifact(self, name: str, kind: str, path: str | Path) -> None: ...
 
+    def use_artifact(self, name: str, kind: str, path: str | Path) -> None: ...
+
     def finish(self) -> None: ...
 
 
+MODES = ("auto", "online", "offline", "disabled")
+
+
+def model_artifact_name(run_name: str | None) -> str:
+    """The W&B artifact a training run logs its best checkpoint as; evaluations consume it by this name."""
+    return f"model-{run_name or 'nerbias'}"
+
+
 def _resolve_mode(mode: str) -> str:
+    """``auto``: online when a W&B key is configured (``$WANDB_API_KEY`` or ``wandb login``'s netrc
+    entry for the W&B host), offline otherwise; read without W&B's internal API."""
     if mode != "auto":
         return mode
     if os.environ.get("WANDB_API_KEY"):
         return "online"
-    try:
-        import wandb
+    import netrc
+    from urllib.parse import urlparse
 
-        return "online" if wandb.api.api_key else "offline"
-    except Exception:
+    host = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname
+    try:
+        return "online" if netrc.netrc().authenticators(host) else "offline"
+    except (OSError, netrc.NetrcParseError):
         return "offline"
 
 
@@ -107,6 +121,25 @@ class WandbLogger(NullLogger):
             self.run.log_artifact(artifact)
         self._safely("artifact", upload)
 
+    def use_artifact(self, name: str, kind: str, path: str | Path) -> None:
+        """Record ``path`` as this run's input (lineage): online, W&B links the artifact the training
+        run logged under ``name`` (matched by content); offline, where W&B cannot use artifacts, the
+        run's config names it (``input_artifacts``: name, type, sha256), so the link survives a sync."""
+        import hashlib
+
+        import wandb
+
+        def use():
+            if self.mode == "offline":
+                digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+                self.run.config.update({"input_artifacts": [{"name": name, "type": kind, "sha256": digest,
+                                                             "path": str(path)}]}, allow_val_change=True)
+                return
+            artifact = wandb.Artifact(name, type=kind)
+            artifact.add_file(str(path))
+            self.run.use_artifact(artifact)
+        self._safely("use_artifact", use)
+
     def finish(self) -> None:
         self._safely("finish", lambda: self.run.finish())
 
@@ -119,7 +152,7 @@ def build_logger(cfg: Mapping[str, Any] | None, run_config: Mapping[str, Any], s
 
 
 def read_offline_run(run_dir: str | Path) -> dict[str, Any]:
-    """Read back what an offline W&B run recorded: ``{"config", "history", "summary", "artifacts"}``.
+    """Read back what an offline W&B run recorded: ``{"config", "history", "summary", "artifacts", "used", "name", "tags"}``.
 
     The ``run-*.wandb`` file is a LevelDB-style log of ``wandb_internal_pb2.Record``
     messages (7-byte header, 32 KiB blocks, records split FULL/FIRST/MIDDLE/LAST).
@@ -165,6 +198,8 @@ def read_offline_run(run_dir: str | Path) -> dict[str, Any]:
     history: list[dict[str, Any]] = []
     summary: dict[str, Any] = {}
     artifacts: list[dict[str, str]] = []
+    used: list[dict[str, str]] = []  # artifacts the run consumed (use_artifact)
+    identity: dict[str, Any] = {"name": None, "tags": []}
     for payload in payloads:
         record = wandb_internal_pb2.Record()
         try:
@@ -180,8 +215,13 @@ def read_offline_run(run_dir: str | Path) -> dict[str, Any]:
                 summary[item.key or "/".join(item.nested_key)] = json.loads(item.value_json)
         elif which == "artifact":
             artifacts.append({"name": record.artifact.name, "type": record.artifact.type})
-        elif which in ("config", "run"):
+        elif which == "use_artifact":
+            used.append({"name": record.use_artifact.name, "type": record.use_artifact.type})
+        if which == "run":
+            identity = {"name": record.run.display_name, "tags": list(record.run.tags)}
+        if which in ("config", "run"):
             updates = record.config.update if which == "config" else record.run.config.update
             for item in updates:
                 config[item.key or "/".join(item.nested_key)] = json.loads(item.value_json)
-    return {"config": config, "history": history, "summary": summary, "artifacts": artifacts}
+    return {"config": config, "history": history, "summary": summary, "artifacts": artifacts, "used": used,
+            **identity}

@@ -27,7 +27,8 @@ from nerbias.data.conll import lowercased
 from nerbias.data.conll2003 import load_conll2003
 from nerbias.errors import NerbiasError
 from nerbias.fileio import RESOLVED_CONFIG, atomic_write_json, atomic_write_text
-from nerbias.loggers import NullLogger, build_logger
+from nerbias.loggers import NullLogger, build_logger, model_artifact_name
+from nerbias.models.checkpoint import load_checkpoint
 from nerbias.reporting.pipeline import render_run_report
 from nerbias.reporting.report import ReportOptions
 from nerbias.scoring import score_splits
@@ -118,10 +119,20 @@ def evaluate_conll(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
     return metrics
 
 
+def _use_model_artifact(cfg: DictConfig, logger: NullLogger) -> None:
+    """Lineage: an evaluation of one of our checkpoints consumes the model artifact its training logged."""
+    path = cfg.tagger.get("path")
+    if cfg.tagger.get("kind") != "checkpoint" or not path or not Path(str(path)).is_file():
+        return
+    trained = load_checkpoint(path, mmap=True).get("config") or {}
+    logger.use_artifact(model_artifact_name(trained.get("run_name")), "model", path)
+
+
 def run_evaluation(cfg: DictConfig, output_dir: str | Path) -> dict[str, Any]:
     output_dir = Path(output_dir)
     logger = _logger(cfg, output_dir)
     try:
+        _use_model_artifact(cfg, logger)
         if cfg.corpus.name == "conll2003":
             metrics = evaluate_conll(cfg, output_dir)
             logger.summary(metrics)

@@ -13,6 +13,7 @@ from nerbias.bias import census, published
 from nerbias.bias.names import load_names
 from nerbias.bias.statistics import per_group, summary_scalars
 from nerbias.bias.types import corpus_label
+from nerbias.errors import NerbiasError
 from nerbias.reporting.notebooks import run_notebook
 from nerbias.reporting.report import ReportOptions, render_report
 from nerbias.reporting.runs import census_name_frame, load_run
@@ -316,3 +317,9 @@ def test_census_notebook_runs_headless(tmp_path):
                  "census_gap_type1_u_by_template.png"):
         assert (out / name).stat().st_size > 1000, name
     assert len(pd.read_csv(out / "census_bootstrap.csv")) == 12
+
+
+@pytest.mark.parametrize("notebook", ["census_gender_bias.ipynb", "mishra2020_bias.ipynb"])
+def test_notebook_defaults_say_what_to_pass(notebook, tmp_path):
+    with pytest.raises(NerbiasError, match="no runs given: pass .* papermill"):
+        run_notebook(ROOT / "notebooks" / notebook, {"output_dir": str(tmp_path / "out")}, timeout=120)

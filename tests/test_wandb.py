@@ -48,3 +48,50 @@ def test_wandb_failure_never_stops_the_caller(tmp_path, caplog, monkeypatch):
         logger.artifact("m", "model", tmp_path / "missing.pt")
         logger.finish()
     assert "W&B could not start" in caplog.text
+
+
+def read_back(run_dir, key, deadline_s=20):
+    """An offline run's log once ``key`` is in it (the W&B service may still be flushing)."""
+    deadline = time.time() + deadline_s
+    logged = read_offline_run(run_dir)
+    while not key(logged) and time.time() < deadline:
+        time.sleep(0.5)
+        logged = read_offline_run(run_dir)
+    return logged
+
+
+def test_an_evaluation_consumes_the_training_runs_model_artifact(tiny_data_dir, tmp_path, monkeypatch):
+    from nerbias.tasks import run_evaluation
+
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    train_dir = tmp_path / "train"
+    overrides = [o for o in tiny_train_overrides(tiny_data_dir) if o != "logger=none"]
+    run_training(compose_config("train", overrides + ["logger=none", f"paths.output_dir={train_dir}"]), train_dir)
+    eval_dir = tmp_path / "eval"
+    cfg = compose_config("evaluate", [f"tagger.path={train_dir / 'checkpoints' / 'best.pt'}", "tagger.device=cpu",
+                                      f"paths.data_dir={tiny_data_dir}", "corpus.verify_sizes=false",
+                                      "logger=wandb", "logger.mode=offline", f"paths.output_dir={eval_dir}"])
+    run_evaluation(cfg, eval_dir)
+    runs = list((eval_dir / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1
+    logged = read_back(runs[0], lambda r: "input_artifacts" in r["config"])
+    # Offline, W&B cannot use artifacts: the config names the training run's model artifact (online: use_artifact).
+    used = logged["config"]["input_artifacts"][0]
+    assert (used["name"], used["type"]) == ("model-smoke-random-seed42", "model") and len(used["sha256"]) == 64
+    assert logged["name"] == "evaluate-checkpoint-conll2003"
+    assert set(logged["tags"]) == {"paper:conll2003", "tagger:checkpoint", "corpus:conll2003"}
+    assert (eval_dir / "config_resolved.yaml").is_file()  # readers never resolve this process's environment
+
+
+def test_auto_mode_reads_the_key_without_wandbs_internal_api(tmp_path, monkeypatch):
+    from nerbias.loggers import _resolve_mode
+
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert _resolve_mode("auto") == "offline"
+    netrc = tmp_path / ".netrc"
+    netrc.write_text("machine api.wandb.ai\n  login user\n  password abc\n")
+    netrc.chmod(0o600)
+    assert _resolve_mode("auto") == "online"
+    monkeypatch.setenv("WANDB_API_KEY", "x")
+    assert _resolve_mode("offline") == "offline" and _resolve_mode("auto") == "online"

@@ -41,12 +41,13 @@ def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
         torch.save({"format": FORMAT, "version": VERSION, **payload}, tmp)
 
 
-def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", mmap: bool = False) -> dict[str, Any]:
+    """The payload of a nerbias checkpoint (``mmap``: tensors are read only when touched)."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: checkpoint not found")
     try:
-        payload = torch.load(path, map_location=map_location, weights_only=True)
+        payload = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except Exception as error:  # torch raises several types for foreign or corrupt files
         raise CheckpointError(f"{path}: not a nerbias checkpoint ({type(error).__name__}: {str(error)[:200]})") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:

@@ -24,7 +24,7 @@ from nerbias.data.conll import Sentence, lowercased
 from nerbias.data.conll2003 import load_conll2003
 from nerbias.errors import CheckpointError, NerbiasError
 from nerbias.fileio import atomic_write_json
-from nerbias.loggers import NullLogger
+from nerbias.loggers import NullLogger, model_artifact_name
 from nerbias.models.checkpoint import load_checkpoint, save_checkpoint
 from nerbias.models.tagger import NerTagger, resolve_device
 from nerbias.scoring import evaluate_split, write_predictions
@@ -250,7 +250,7 @@ class Trainer:
         metrics["best_epoch"] = max(range(len(history)), key=lambda i: history[i]["dev_f1"]) + 1 if history else 0
         atomic_write_json(self.output_dir / "metrics.json", {"metrics": metrics, "history": history})
         logger.summary(metrics)
-        logger.artifact(f"model-{self.cfg.get('run_name') or 'nerbias'}", "model", best_path)
+        logger.artifact(model_artifact_name(self.cfg.get("run_name")), "model", best_path)
         log.info("test F1 %.4f (lower-cased %.4f, dev %.4f); metrics in %s", metrics["test_f1"],
                  metrics["test_lower_f1"], metrics["dev_f1"], self.output_dir / "metrics.json")
         return metrics
