@@ -5,7 +5,10 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from nerbias.building import register_resolvers
 from nerbias.errors import run_or_exit
+
+register_resolvers()  # ${run_id:} in configs/hydra: a unique default run directory
 
 
 @hydra.main(version_base="1.3", config_path="configs", config_name="train")

@@ -8,7 +8,10 @@ time (a name list, the run's config). No code switches on a kind string.
 
 from __future__ import annotations
 
+import datetime
+import functools
 import inspect
+import os
 from typing import Any, Mapping
 
 from hydra.utils import get_object
@@ -31,3 +34,17 @@ def build(node: Mapping[str, Any] | DictConfig, **runtime: Any) -> Any:
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
     accepted = {key: value for key, value in values.items() if takes_any or key in parameters}
     return factory(**{**accepted, **runtime})
+
+
+@functools.lru_cache(maxsize=None)
+def run_id() -> str:
+    """``2026-12-01_10-18-25_123456-p4242``: start time to the microsecond and process id, fixed for
+    the process, so two runs started in the same second never share a default run directory."""
+    now = datetime.datetime.now()
+    return f"{now:%Y-%m-%d_%H-%M-%S}_{now:%f}-p{os.getpid()}"
+
+
+def register_resolvers() -> None:
+    """``${run_id:}`` for configs/hydra (entry points call this before Hydra composes)."""
+    if not OmegaConf.has_resolver("run_id"):
+        OmegaConf.register_new_resolver("run_id", run_id)

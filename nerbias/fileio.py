@@ -5,24 +5,51 @@ A killed process therefore never leaves a half-written file under the final name
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
+
+from nerbias.errors import NerbiasError
 
 
 # Every task writes its config, interpolations resolved, under this name in its run directory.
 RESOLVED_CONFIG = "config_resolved.yaml"
 
 
+def _write_error(path: Path, error: OSError) -> NerbiasError:
+    """A write failure as one sentence naming the file (full disk, read-only folder, no permission)."""
+    reasons = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
+               errno.EROFS: "read-only file system", errno.EACCES: "permission denied", errno.EPERM: "not permitted"}
+    return NerbiasError(f"{path}: cannot write: {reasons.get(error.errno, error.strerror or str(error))}")
+
+
+def check_writable(folder: str | Path) -> Path:
+    """Create ``folder`` if needed and prove a file can be written there, before any work starts."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-check.", suffix=".tmp", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as error:
+        raise _write_error(folder, error) from None
+    return folder
+
+
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary path; on success it is renamed to ``path``, on failure removed."""
+    """Yield a temporary path; on success it is renamed to ``path``, on failure removed. A full disk
+    or a read-only folder is a NerbiasError naming ``path``."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as error:
+        raise _write_error(path, error) from None
     os.close(fd)
     tmp = Path(tmp_name)
     umask = os.umask(0)
@@ -31,9 +58,30 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     try:
         yield tmp
         os.replace(tmp, path)
+    except OSError as error:
+        raise _write_error(path, error) from None
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+@contextmanager
+def atomic_files(paths: Sequence[str | Path]) -> Iterator[list[Path]]:
+    """Temporary paths for several files that become final together, after the block: all of them,
+    or (on any error in the block) none."""
+    with ExitStack() as stack:
+        yield [stack.enter_context(atomic_path(path)) for path in paths]
+
+
+def remove_orphans(folder: str | Path) -> list[Path]:
+    """Delete the temporary files that killed writes left in ``folder`` (``.<name>.*.tmp``); call it
+    only on folders one process owns (a run directory), never on one shared by running jobs."""
+    removed = []
+    for path in Path(folder).glob(".*.tmp"):
+        if path.is_file():
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

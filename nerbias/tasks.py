@@ -26,20 +26,32 @@ from nerbias.building import build
 from nerbias.data.conll import lowercased
 from nerbias.data.conll2003 import load_conll2003
 from nerbias.errors import NerbiasError
-from nerbias.fileio import RESOLVED_CONFIG, atomic_write_json, atomic_write_text
+from nerbias.fileio import RESOLVED_CONFIG, atomic_write_json, atomic_write_text, check_writable, remove_orphans
 from nerbias.loggers import NullLogger, build_logger, model_artifact_name
 from nerbias.models.checkpoint import load_checkpoint
 from nerbias.reporting.pipeline import render_run_report
 from nerbias.reporting.report import ReportOptions
 from nerbias.scoring import score_splits
 from nerbias.training.trainer import Trainer
+from nerbias.validation import validate
 
 log = logging.getLogger(__name__)
 
 
+def _command_line_overrides() -> list[str]:
+    """The overrides of the running Hydra app (none when called from Python)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+
+
 def _logger(cfg: DictConfig, output_dir: Path) -> NullLogger:
     """The run's logger; the fully resolved config is saved beside Hydra's own first, so readers of
-    the run (report.py, aggregate.py) never depend on this process's environment variables."""
+    the run (report.py, aggregate.py) never depend on this process's environment variables.
+    Temporary files of a killed earlier attempt in the run directory are removed first."""
+    for folder in (output_dir, output_dir / "checkpoints"):
+        for orphan in remove_orphans(folder):
+            log.info("removed %s, left by a killed write", orphan)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     atomic_write_text(output_dir / RESOLVED_CONFIG, yaml.safe_dump(resolved, sort_keys=False))
     return build_logger(resolved.get("logger"), resolved, save_dir=output_dir)
@@ -79,6 +91,8 @@ def run_training(cfg: DictConfig, output_dir: str | Path) -> dict[str, float]:
     """Train and score on CoNLL-03; then, when ``bias_eval`` is set, evaluate the best checkpoint
     on the bias corpora into ``<run dir>/bias/<corpus>[_lower]/``, logged to the same W&B run."""
     output_dir = Path(output_dir)
+    validate(cfg, _command_line_overrides())
+    check_writable(output_dir / "checkpoints")  # before an epoch, not after it
     logger = _logger(cfg, output_dir)
     try:
         metrics = Trainer(cfg, output_dir, coverage_names=coverage_names(cfg.embeddings)).fit(logger)
@@ -130,6 +144,10 @@ def _use_model_artifact(cfg: DictConfig, logger: NullLogger) -> None:
 
 def run_evaluation(cfg: DictConfig, output_dir: str | Path) -> dict[str, Any]:
     output_dir = Path(output_dir)
+    validate(cfg, _command_line_overrides())
+    check_writable(output_dir)
+    if int(cfg.corpus.get("num_shards", 1)) > 1 and cfg.get("shards_dir"):
+        check_writable(cfg.shards_dir)
     logger = _logger(cfg, output_dir)
     try:
         _use_model_artifact(cfg, logger)

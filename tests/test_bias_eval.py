@@ -62,7 +62,8 @@ def run_evaluate(args, tmp_path, name):
 
 def test_winogender_and_insitu_outputs(trained, tmp_path):
     root, data_dir, checkpoint = trained
-    common = [f"tagger.path={checkpoint}", f"paths.data_dir={data_dir}", f"corpus.names={root / 'names.csv'}"]
+    common = [f"tagger.path={checkpoint}", f"paths.data_dir={data_dir}", f"corpus.names={root / 'names.csv'}",
+              "++corpus.expected_templates=null"]  # the fixture's templates are not the published 120
     out = run_evaluate(common + ["corpus=winogender", "corpus.sample=null", "corpus.batch_size=7"], tmp_path, "wino")
     per_name = pd.read_csv(out / "per_name.csv")
     assert list(per_name.columns[:5]) == ["name", "group", "sentences", "recognised", "accuracy"]
@@ -119,7 +120,8 @@ def test_three_shards_merged_equal_one_process_and_finished_shards_are_skipped(t
 
     root, data_dir, checkpoint = trained
     base = [f"tagger.path={checkpoint}", f"paths.data_dir={data_dir}", f"corpus.names={root / 'names.csv'}",
-            "corpus=winogender", "corpus.sample=90", "corpus.batch_size=8", "logger=none", "tagger.device=cpu"]
+            "corpus=winogender", "corpus.sample=90", "corpus.batch_size=8", "logger=none", "tagger.device=cpu",
+            "corpus.expected_templates=null"]
 
     def evaluate(out, extra):
         cfg = compose_config("evaluate", base + [f"paths.output_dir={out}", *extra])
@@ -171,10 +173,53 @@ def test_evaluate_fast_and_plain_paths_write_the_same_tables(trained, tmp_path):
 
     root, data_dir, checkpoint = trained
     base = [f"tagger.path={checkpoint}", f"paths.data_dir={data_dir}", f"corpus.names={root / 'names.csv'}",
-            "corpus=winogender", "corpus.batch_size=16", "logger=none", "tagger.device=cpu"]
+            "corpus=winogender", "corpus.batch_size=16", "logger=none", "tagger.device=cpu",
+            "corpus.expected_templates=null"]
     tables = {}
     for fast in ("true", "false"):
         out = tmp_path / fast
         run_evaluation(compose_config("evaluate", base + [f"paths.output_dir={out}", f"tagger.fast={fast}"]), out)
         tables[fast] = pd.read_csv(out / "per_name.csv")
     pd.testing.assert_frame_equal(tables["true"], tables["false"], atol=1e-5)
+
+
+def test_copied_killed_and_corrupt_shards_are_refused_or_redone(trained, tmp_path, caplog):
+    from nerbias.errors import NerbiasError
+    from nerbias.tasks import run_evaluation
+
+    root, data_dir, checkpoint = trained
+    base = [f"tagger.path={checkpoint}", f"paths.data_dir={data_dir}", f"corpus.names={root / 'names.csv'}",
+            "corpus=winogender", "corpus.sample=90", "corpus.batch_size=8", "logger=none", "tagger.device=cpu",
+            "corpus.expected_templates=null"]
+    shards = tmp_path / "shards"
+    sharded = ["corpus.num_shards=3", f"shards_dir={shards}"]
+
+    def evaluate(out, extra):
+        return run_evaluation(compose_config("evaluate", base + [f"paths.output_dir={out}", *extra]), out)
+
+    evaluate(tmp_path / "single", [])
+    evaluate(tmp_path / "all", sharded)
+    path = lambda i: shards / f"shard-{i:05d}-of-00003.npz"  # noqa: E731
+    # A valid shard copied over another one's name: refused by the merge, redone by a rerun.
+    saved = path(1).read_bytes()
+    path(1).write_bytes(path(0).read_bytes())
+    with pytest.raises(NerbiasError, match=r"shard-00001-of-00003\.npz: holds shard 0, not 1"):
+        evaluate(tmp_path / "m1", sharded + ["merge_shards=true"])
+    path(1).write_bytes(saved)
+    # Killed while writing shard 2 (an orphan temporary file, no final file), shard 0 truncated on disk.
+    path(2).unlink()
+    (shards / ".shard-00002-of-00003.npz.x1y2.tmp").write_bytes(b"half a shard")
+    path(0).write_bytes(path(0).read_bytes()[:100])
+    with pytest.raises(NerbiasError, match=r"shard-00000-of-00003\.npz: unreadable statistics file"):
+        evaluate(tmp_path / "m2", sharded + ["merge_shards=true"])
+    with caplog.at_level("WARNING"):
+        evaluate(tmp_path / "rerun", sharded)  # redoes shards 0 and 2, keeps 1, merges
+    assert "redoing shard 1/3" in caplog.text
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "single" / "per_name.csv"),
+                                  pd.read_csv(tmp_path / "rerun" / "per_name.csv"))
+    # A shard of another evaluation (other sample seed) under the right name is refused too.
+    other = tmp_path / "other_shards"
+    evaluate(tmp_path / "o", ["corpus.num_shards=3", f"shards_dir={other}", "corpus.shard=1", "corpus.seed=7"])
+    path(1).write_bytes((other / "shard-00001-of-00003.npz").read_bytes())
+    with pytest.raises(NerbiasError, match="shard of another evaluation: seed 7 vs 42"):
+        evaluate(tmp_path / "m3", sharded + ["merge_shards=true"])

@@ -21,6 +21,7 @@ over the years.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import re
 import zipfile
@@ -83,11 +84,18 @@ def read_ssa(source: str | Path, years: Iterable[int] = YEARS, progress: bool = 
         raise NerbiasError("read_ssa: no years requested")
     frames = []
     if source.is_dir():
+        sums, counts = _read_sha256sums(source / "SHA256SUMS"), _read_counts(source / "COUNTS.tsv")
         for year in tqdm(years, desc="SSA years", disable=not progress, leave=False):
             path = source / f"yob{year}.txt"
             if not path.is_file():
                 raise DataFormatError(path, f"missing year file for {year}")
-            frames.append(_parse_ssa_file(path.read_bytes(), path, year))
+            raw = path.read_bytes()
+            if path.name in sums and hashlib.sha256(raw).hexdigest() != sums[path.name]:
+                raise DataFormatError(path, f"sha256 differs from {source / 'SHA256SUMS'} (a changed or damaged file)")
+            frame = _parse_ssa_file(raw, path, year)
+            if year in counts:
+                _check_year_counts(frame, counts[year], path, source / "COUNTS.tsv")
+            frames.append(frame)
     elif source.is_file() and zipfile.is_zipfile(source):
         with zipfile.ZipFile(source) as archive:
             # names.zip keeps the files at its root; accept them in a subfolder too
@@ -101,6 +109,43 @@ def read_ssa(source: str | Path, years: Iterable[int] = YEARS, progress: bool = 
     else:
         raise DataFormatError(source, "not a folder of yobYYYY.txt files or a names.zip")
     return pd.concat(frames, ignore_index=True)
+
+
+def _read_sha256sums(path: Path) -> dict[str, str]:
+    """``<hex>  <file>`` lines (sha256sum's output) -> {file: hex}; {} when there is no such file."""
+    if not path.is_file():
+        return {}
+    sums = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if line.strip():
+            parts = line.split()
+            if len(parts) != 2 or not re.fullmatch(r"[0-9a-f]{64}", parts[0]):
+                raise DataFormatError(path, f"expected '<sha256>  <file>', found {line!r}", number)
+            sums[parts[1].lstrip("*")] = parts[0]
+    return sums
+
+
+_COUNT_COLUMNS = ("names_F", "names_M", "births_F", "births_M")
+
+
+def _read_counts(path: Path) -> dict[int, dict[str, int]]:
+    """COUNTS.tsv (year, names_F, names_M, names_total, births_F, births_M) -> per year; {} when absent."""
+    if not path.is_file():
+        return {}
+    frame = pd.read_csv(path, sep="\t")
+    missing = [c for c in ("year", *_COUNT_COLUMNS) if c not in frame.columns]
+    if missing:
+        raise DataFormatError(path, f"missing columns {missing}", 1)
+    return {int(row["year"]): {c: int(row[c]) for c in _COUNT_COLUMNS} for _, row in frame.iterrows()}
+
+
+def _check_year_counts(frame: pd.DataFrame, expected: dict[str, int], path: Path, counts_path: Path) -> None:
+    found = {"names_F": int((frame["sex"] == "F").sum()), "names_M": int((frame["sex"] == "M").sum()),
+             "births_F": int(frame.loc[frame["sex"] == "F", "count"].sum()),
+             "births_M": int(frame.loc[frame["sex"] == "M", "count"].sum())}
+    differing = [f"{k} {found[k]} (expected {expected[k]})" for k in _COUNT_COLUMNS if found[k] != expected[k]]
+    if differing:
+        raise DataFormatError(path, f"year totals disagree with {counts_path}: {', '.join(differing)}")
 
 
 def _parse_ssa_file(raw: bytes, where: str | Path, year: int) -> pd.DataFrame:

@@ -368,9 +368,14 @@ class WinogenderCorpus(NameSubstitutionCorpus):
         self.templates = tuple(templates)
 
     @classmethod
-    def from_file(cls, templates: str | Path, names: Sequence[str], lowercase: bool = False) -> "WinogenderCorpus":
-        """``corpus=winogender``: the templates file (``templates.tsv``) filled with ``names``."""
+    def from_file(cls, templates: str | Path, names: Sequence[str], lowercase: bool = False,
+                  expected_templates: int | None = None) -> "WinogenderCorpus":
+        """``corpus=winogender``: the templates file (``templates.tsv``) filled with ``names``;
+        ``expected_templates`` (120 for the published file) catches a truncated or edited file."""
         loaded = load_winogender_templates(templates)
+        if expected_templates is not None and len(loaded) != expected_templates:
+            raise DataFormatError(templates, f"{len(loaded)} templates, expected {expected_templates} (truncated or "
+                                             "edited? set corpus.expected_templates=null for your own templates)")
         corpus = cls(loaded, names, lowercase=lowercase)
         log.info("Winogender: %d templates x %d names -> %d sentences", len(loaded), len(names), len(corpus))
         return corpus

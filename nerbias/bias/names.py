@@ -14,6 +14,7 @@ names", but its Table 1 and its own "15 names (and one with 16)" both give 121; 
 from __future__ import annotations
 
 import csv
+import re
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,9 @@ class NameList:
         if not members:
             raise NerbiasError(f"no names in group {group!r}; groups are {self.groups()}")
         return members
+
+
+_NAME_BREAKERS = re.compile(r"['\u2019\"`,;:!?()\[\]{}<>/\\]")
 
 
 def load_names(path: str | Path | None = None) -> NameList:
@@ -95,6 +99,9 @@ def load_names(path: str | Path | None = None) -> NameList:
         name, group = values["name"], values["group"]
         if len(name.split()) != 1:
             raise DataFormatError(path, f"name {name!r} must be a single word (corpora place it as one token)", line)
+        if _NAME_BREAKERS.search(name):  # "Jo's" would be two tokens ("Jo", "'s") in the tokenised templates
+            raise DataFormatError(path, f"name {name!r} holds {_NAME_BREAKERS.search(name).group()!r}, which "
+                                        "tokenisation splits off; a name must stay one token", line)
         # Case-insensitive: lower-cased corpora would otherwise contain two identical names.
         if name.lower() in first_line_of:
             raise DataFormatError(path, f"duplicate name {name!r} (first listed on line {first_line_of[name.lower()]})",

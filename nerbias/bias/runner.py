@@ -29,7 +29,7 @@ from nerbias.bias.statistics import DEFAULT_EXACT_LIMIT, NameStatistics, per_gro
 from nerbias.bias.types import corpus_label, corpus_title
 from nerbias.building import build
 from nerbias.errors import NerbiasError
-from nerbias.fileio import atomic_write_json, write_csv
+from nerbias.fileio import atomic_files, atomic_write_json, write_csv
 from nerbias.loggers import NullLogger
 
 log = logging.getLogger(__name__)
@@ -100,19 +100,48 @@ def score_shard(cfg: DictConfig, corpus: NameSubstitutionCorpus, tagger, shard: 
     return stats, count
 
 
-def shard_identity(cfg: DictConfig, tagger_name: str, num_shards: int) -> dict[str, Any]:
-    """What must agree between shards that are merged."""
-    c = cfg.corpus
+def file_fingerprint(path: Any) -> str | None:
+    """sha256 of a tagger's file (a checkpoint), so shards of another model never merge; None otherwise."""
+    import hashlib
+
+    if not path or not Path(str(path)).is_file():
+        return None
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def shard_identity(cfg: DictConfig, num_shards: int) -> dict[str, Any]:
+    """What must agree between the shards of one evaluation: corpus, sample, names, tagger (by content)."""
+    c, t = cfg.corpus, cfg.tagger
     return {"corpus": c.name, "lowercase": bool(c.get("lowercase")), "sample": c.get("sample"),
-            "seed": int(c.seed), "num_shards": num_shards, "tagger": tagger_name,
-            "tagger_path": str(cfg.tagger.get("path")), "rule": c.get("rule"), "names": str(c.get("names"))}
+            "seed": int(c.seed), "num_shards": num_shards, "rule": c.get("rule"), "names": str(c.get("names")),
+            "tagger_kind": t.get("kind"), "tagger_path": str(t.get("path")), "tagger_model": t.get("model"),
+            "tagger_fingerprint": file_fingerprint(t.get("path"))}
+
+
+def read_shard(path: Path, shard: int, identity: dict[str, Any]) -> tuple[NameStatistics, dict[str, Any]]:
+    """A finished shard's statistics, refused (NerbiasError naming the file) unless it is shard ``shard``
+    of this very evaluation and its content checksum holds."""
+    stats, meta = NameStatistics.load(path)
+    if meta.get("shard") != shard:
+        raise NerbiasError(f"{path}: holds shard {meta.get('shard')}, not {shard} (copied or renamed?)")
+    differing = sorted(key for key in identity if meta.get(key) != identity[key])
+    if differing:
+        raise NerbiasError(f"{path}: shard of another evaluation: " +
+                           ", ".join(f"{k} {meta.get(k)!r} vs {identity[k]!r}" for k in differing))
+    return stats, meta
 
 
 def evaluate_names(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> dict[str, Any]:
     """Score one shard, every missing shard, or merge finished shards (``corpus.num_shards > 1``).
 
-    Shard files ``<shards_dir>/shard-<i>-of-<n>.npz`` are written atomically; a rerun skips
-    the shards already there, and a killed shard leaves no file under its final name.
+    Shard files ``<shards_dir>/shard-<i>-of-<n>.npz`` are written atomically and carry their
+    identity (shard index and count, corpus, names, tagger by content) and a content checksum. A
+    rerun skips the shards that are finished and valid, and redoes any that are unreadable,
+    damaged or of another evaluation; a killed shard leaves no file under its final name.
     """
     names = load_names(cfg.corpus.get("names"))
     corpus = build_corpus(cfg.corpus, names)
@@ -125,67 +154,75 @@ def evaluate_names(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> dic
                                   extra={"sentences": count, "tagger": tagger.name})
     shards_dir = Path(cfg.shards_dir)
     path_of = lambda i: shards_dir / f"shard-{i:05d}-of-{num_shards:05d}.npz"  # noqa: E731
+    identity = shard_identity(cfg, num_shards)
     todo = [int(shard)] if shard is not None else list(range(num_shards))
     if not cfg.get("merge_shards"):  # merge_shards=true only merges what is finished
-        missing = [i for i in todo if not path_of(i).exists()]
+        missing = []
         for i in todo:
-            if i not in missing:
+            if not path_of(i).exists():
+                missing.append(i)
+                continue
+            try:
+                read_shard(path_of(i), i, identity)
                 log.info("shard %d/%d already done: %s", i + 1, num_shards, path_of(i))
+            except NerbiasError as error:
+                log.warning("redoing shard %d/%d: %s", i + 1, num_shards, error)
+                missing.append(i)
         if missing:
             tagger = build(cfg.tagger)
             for i in missing:
                 stats, count = score_shard(cfg, corpus, tagger, i, num_shards)
-                stats.save(path_of(i), {**shard_identity(cfg, tagger.name, num_shards), "shard": i, "sentences": count})
+                stats.save(path_of(i), {**identity, "shard": i, "sentences": count, "tagger": tagger.name})
         if shard is not None:
             return {"shard": int(shard)}
-    return merge_shards(cfg, names, shards_dir, num_shards, path_of, output_dir, logger)
+    return merge_shards(cfg, names, shards_dir, num_shards, path_of, identity, output_dir, logger)
 
 
-def merge_shards(cfg: DictConfig, names: NameList, shards_dir: Path, num_shards: int, path_of, output_dir: Path,
-                 logger: NullLogger) -> dict[str, Any]:
+def merge_shards(cfg: DictConfig, names: NameList, shards_dir: Path, num_shards: int, path_of,
+                 identity: dict[str, Any], output_dir: Path, logger: NullLogger) -> dict[str, Any]:
     finished = [i for i in range(num_shards) if path_of(i).exists()]
     if not finished:
         raise NerbiasError(f"{shards_dir}: no finished shard of {num_shards} to merge")
-    merged, identity, sentences = None, None, 0
+    merged, tagger_name, sentences = None, None, 0
     for i in finished:
-        stats, meta = NameStatistics.load(path_of(i))
-        this = {k: v for k, v in meta.items() if k not in ("shard", "sentences", "bins", "confidence_over", "exact_limit")}
-        if identity is None:
-            identity = this
-        elif this != identity:
-            raise NerbiasError(f"{path_of(i)}: shard of a different evaluation ({this} vs {identity})")
+        stats, meta = read_shard(path_of(i), i, identity)
         merged = stats if merged is None else merged.merge(stats)
         sentences += meta["sentences"]
+        tagger_name = meta.get("tagger")
     missing = sorted(set(range(num_shards)) - set(finished))
     if missing:
         log.warning("merging %d of %d shards; missing: %s", len(finished), num_shards, missing)
     return write_name_results(merged, names, cfg, output_dir, logger,
-                              extra={"sentences": sentences, "tagger": identity["tagger"],
+                              extra={"sentences": sentences, "tagger": tagger_name,
                                      "shards_merged": len(finished), "shards_missing": missing})
 
 
 def write_name_results(stats: NameStatistics, names: NameList, cfg: DictConfig, output_dir: Path,
                        logger: NullLogger, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     ddof = int(cfg.metrics.get("std_ddof", 0))
+    if not any(entry.slots for entry in stats.names.values()):  # nothing final for an empty evaluation
+        raise NerbiasError(f"{cfg.corpus.name}: the evaluation scored no sentence (corpus.sample, shard or batch "
+                           "sizes leave nothing to tag); no result written")
     table = stats.per_name(names, ddof=ddof)
     groups = per_group(table, names, ddof=ddof)
     breakdown = stats.label_breakdown(names)
-    write_csv(output_dir / "per_name.csv", table)
-    write_csv(output_dir / "per_group.csv", groups)
-    write_csv(output_dir / "label_breakdown.csv", breakdown)
     prefix = corpus_label(cfg.corpus.name, bool(cfg.corpus.get("lowercase")))
-    images = {}
     where = f"{corpus_title(cfg.corpus.name, bool(cfg.corpus.get('lowercase')))}, tagger {(extra or {}).get('tagger', '?')}"
-    for by in ("group", "gender", "race"):
-        if by == "group" or (names.gender_of if by == "gender" else names.race_of):
-            images[f"ecdf_accuracy_by_{by}"] = plot_ecdf(table, names, "accuracy",
-                                                         output_dir / f"ecdf_accuracy_by_{by}.png", by=by,
-                                                         title=f"{where}: name accuracy by {by}")
+    figures = {f"ecdf_accuracy_by_{by}": ("accuracy", by, f"{where}: name accuracy by {by}")
+               for by in ("group", "gender", "race")
+               if by == "group" or (names.gender_of if by == "gender" else names.race_of)}
     if table["conf_p25"].notna().any():
-        images["ecdf_conf_p25_by_group"] = plot_ecdf(table, names, "conf_p25", output_dir / "ecdf_conf_p25_by_group.png",
-                                                     title=f"{where}: 25th percentile of each name's PERSON confidence")
+        figures["ecdf_conf_p25_by_group"] = ("conf_p25", "group",
+                                             f"{where}: 25th percentile of each name's PERSON confidence")
+    images = {key: output_dir / f"{key}.png" for key in figures}
     scalars = summary_scalars(groups, prefix)
-    atomic_write_json(output_dir / "metrics.json", {"metrics": scalars, **(extra or {})})
+    tables = {"per_name.csv": table, "per_group.csv": groups, "label_breakdown.csv": breakdown}
+    with atomic_files([output_dir / n for n in tables] + list(images.values()) + [output_dir / "metrics.json"]) as tmp:
+        for path, frame in zip(tmp, tables.values()):  # every result file final together, or none
+            write_csv(path, frame)
+        for path, (column, by, title) in zip(tmp[len(tables):], figures.values()):
+            plot_ecdf(table, names, column, path, by=by, title=title)
+        atomic_write_json(tmp[-1], {"metrics": scalars, **(extra or {})})
     logger.summary(scalars)
     logger.table(f"{prefix}/per_name", table)
     logger.table(f"{prefix}/per_group", groups)
@@ -226,13 +263,10 @@ def evaluate_census(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> di
             frames.append(census.attach_labels(ssa, labels, template))
         label_table = pd.DataFrame(label_rows, columns=["name", "template", "label"])
     errors = census.census_errors(pd.concat(frames, ignore_index=True))
-    write_csv(output_dir / "census_errors.csv", errors)
-    write_csv(output_dir / "census_labels.csv", label_table)
     scalars: dict[str, Any] = {}
-    for template, part in errors.groupby("template"):
-        image = plot_census_errors(part, output_dir / f"census_errors_template{template}.png", template=template,
-                                   tagger=f"{tagger_name}{' (lower-cased sentences)' if ccfg.lowercase else ''}")
-        logger.image(f"census/template{template}/errors", image)
+    by_template = list(errors.groupby("template"))
+    images = [output_dir / f"census_errors_template{template}.png" for template, _ in by_template]
+    for template, part in by_template:
         wide = part.pivot(index="year", columns="gender", values="type1_w")
         scalars[f"census/template{template}/years_female_type1_w_above_male"] = int((wide["F"] > wide["M"]).sum())
         for gender in ("F", "M"):
@@ -240,7 +274,16 @@ def evaluate_census(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> di
                 scalars[f"census/template{template}/{gender}/{column}_mean_over_years"] = float(
                     part.loc[part["gender"] == gender, column].mean())
     scalars["census/years"] = len(years)
-    atomic_write_json(output_dir / "metrics.json", {"metrics": scalars, "tagger": tagger_name})
+    finals = [output_dir / "census_errors.csv", output_dir / "census_labels.csv", *images, output_dir / "metrics.json"]
+    with atomic_files(finals) as tmp:  # every result file final together, or none
+        write_csv(tmp[0], errors)
+        write_csv(tmp[1], label_table)
+        for path, (template, part) in zip(tmp[2:-1], by_template):
+            plot_census_errors(part, path, template=template,
+                               tagger=f"{tagger_name}{' (lower-cased sentences)' if ccfg.lowercase else ''}")
+        atomic_write_json(tmp[-1], {"metrics": scalars, "tagger": tagger_name})
+    for (template, _), image in zip(by_template, images):
+        logger.image(f"census/template{template}/errors", image)
     logger.summary(scalars)
     logger.table("census/errors", errors)
     for key, value in scalars.items():

@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from nerbias.bias.types import RECOGNISED, BiasSentence, SlotOutcome
+from nerbias.errors import DataFormatError
 from nerbias.fileio import atomic_path
 from nerbias.bias.names import NameList
 
@@ -176,15 +177,31 @@ class NameStatistics:
         kept = [self.names[n].exact_values() for n in names]
         arrays["value_counts"] = np.array([-1 if v is None else len(v) for v in kept], dtype=np.int64)
         arrays["values"] = np.concatenate([v for v in kept if v is not None] or [np.zeros(0)])
+        arrays["checksum"] = np.array(_checksum(arrays))
         with atomic_path(path) as tmp:
             with open(tmp, "wb") as handle:
                 np.savez_compressed(handle, **arrays)
 
     @classmethod
     def load(cls, path: str | Path) -> tuple["NameStatistics", dict]:
+        """Statistics and metadata of a ``save``d file; a truncated, corrupt or altered file is a
+        DataFormatError (its content checksum no longer matches)."""
+        try:
+            return cls._load(path)
+        except DataFormatError:
+            raise
+        except Exception as error:  # zip, npy and json errors of a damaged file
+            raise DataFormatError(path, f"unreadable statistics file ({type(error).__name__}: {error})") from None
+
+    @classmethod
+    def _load(cls, path: str | Path) -> tuple["NameStatistics", dict]:
         import json
 
         with np.load(path, allow_pickle=False) as data:
+            if "checksum" in data:
+                stored = str(data["checksum"])
+                if stored != _checksum({key: data[key] for key in data.files if key != "checksum"}):
+                    raise DataFormatError(path, "content checksum does not match: the file was altered or damaged")
             meta = json.loads(str(data["meta"]))
             stats = cls(bins=meta["bins"], confidence_over=meta["confidence_over"],
                         exact_limit=meta.get("exact_limit", 0))
@@ -250,6 +267,18 @@ class NameStatistics:
                 for name in names.names if name in self.names
                 for label, count in sorted(self.names[name].labels.items())]
         return pd.DataFrame(rows, columns=["name", "group", "label", "count", "share"])
+
+
+def _checksum(arrays: Mapping[str, np.ndarray]) -> str:
+    """sha256 over every array (key, dtype, shape, bytes), in key order."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for key in sorted(arrays):
+        array = np.ascontiguousarray(arrays[key])
+        digest.update(f"{key}|{array.dtype.str}|{array.shape}|".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
 
 
 def _spread(values: pd.Series, prefix: str, ddof: int = 0) -> dict[str, float]:

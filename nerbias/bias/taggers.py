@@ -208,7 +208,10 @@ def load_spacy_pipeline(model: str) -> Any:
     def load(source):
         try:
             return spacy.load(source)
-        except OSError:
+        except OSError as error:
+            if Path(source).is_dir():  # a pipeline folder that spaCy cannot read: say why
+                raise NerbiasError(f"spaCy pipeline {model!r} failed to load ({str(error).splitlines()[0][:300]})") \
+                    from None
             return None
         except Exception as error:  # an incompatible or broken pipeline: version, config, weights
             raise NerbiasError(f"spaCy pipeline {model!r} failed to load ({type(error).__name__}: "

@@ -44,6 +44,9 @@ def read_conll(
     if not path.is_file():
         raise DataFormatError(path, "file not found (set paths.data_dir or $NERBIAS_DATA_DIR)")
     raw = path.read_bytes()
+    if raw.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark (editors on Windows write one)
+        raw = raw[3:]
+    raw = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n")  # CRLF and old-Mac CR-only line ends
     if not raw.strip():
         raise DataFormatError(path, "file is empty")
     prefixes = tag_scheme.prefixes

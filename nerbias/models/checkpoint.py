@@ -6,6 +6,7 @@ Only tensors, strings, numbers, lists and dicts are stored, so every checkpoint 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,15 @@ def _migrate_v1(payload: dict[str, Any]) -> dict[str, Any]:
     return {**payload, "version": VERSION}
 
 
+def _reason(error: Exception) -> str:
+    """torch's reason in whole sentences, one line, without terminal colour codes."""
+    text = " ".join(re.sub(r"\x1b\[[0-9;]*m", "", str(error)).split())
+    refused = re.search(r"WeightsUnpickler error: (.*?\.)(?: |$)", text)
+    if refused:  # weights_only refused a pickled object: that sentence is the reason (not torch's advice)
+        return f"it holds a pickled object that weights_only loading refuses: {refused.group(1)}"
+    return text
+
+
 def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
     with atomic_path(path) as tmp:
         torch.save({"format": FORMAT, "version": VERSION, **payload}, tmp)
@@ -49,7 +59,7 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", 
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except Exception as error:  # torch raises several types for foreign or corrupt files
-        raise CheckpointError(f"{path}: not a nerbias checkpoint ({type(error).__name__}: {str(error)[:200]})") from None
+        raise CheckpointError(f"{path}: not a nerbias checkpoint ({type(error).__name__}: {_reason(error)})") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not a nerbias checkpoint (no '{FORMAT}' marker)")
     if payload.get("version") == 1:

@@ -101,10 +101,15 @@ class NerTagger:
             embedder = build_token_embedder(tagger_cfg, len(words), len(chars), unk_index=words.unk_index)
             model = BiLSTMCRFTagger(embedder, tags.items, tagger_cfg)
             model.load_state_dict(payload["model_state"])
+            lowercase_words = payload["lowercase_words"]
         except (KeyError, RuntimeError, TypeError) as error:
             raise CheckpointError(f"{source}: incomplete or incompatible checkpoint ({error})") from None
+        broken = [name for name, tensor in model.state_dict().items()
+                  if tensor.is_floating_point() and bool((torch.isnan(tensor) | torch.isposinf(tensor)).any())]
+        if broken:  # -inf may mark illegal CRF transitions; nan or +inf is a broken model
+            raise CheckpointError(f"{source}: non-finite weights in {', '.join(broken[:5])}; refusing a broken model")
         model.eval()
-        return cls(model, words, chars, tags, payload["lowercase_words"], payload.get("config"))
+        return cls(model, words, chars, tags, lowercase_words, payload.get("config"))
 
     @classmethod
     def load(cls, path: str | Path, device: str = "cpu") -> "NerTagger":

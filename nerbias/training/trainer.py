@@ -142,6 +142,11 @@ class Trainer:
         start_epoch, best_f1, best_epoch, bad_epochs, history = 0, -math.inf, -1, 0, []
 
         resume_from = self._resume_path()
+        if resume_from is None:  # a fresh run never writes over another run's checkpoints
+            taken = [p for p in (self.checkpoint_dir / "last.pt", self.checkpoint_dir / "best.pt") if p.exists()]
+            if taken:
+                raise NerbiasError(f"{self.output_dir} holds another run's checkpoint ({taken[0].name}): resume it "
+                                   "with trainer.resume=true, or choose a new hydra.run.dir")
         if resume_from is not None:
             payload = load_checkpoint(resume_from)
             check_same_run(payload.get("config") or {}, OmegaConf.to_container(cfg, resolve=True), resume_from)
@@ -184,11 +189,19 @@ class Trainer:
                 batch = batch.to(self.device)
                 optimizer.zero_grad(set_to_none=True)
                 loss = model.loss(batch.words, batch.chars, batch.mask, batch.tags)
+                if not torch.isfinite(loss):  # a dead model must not end looking trained
+                    raise NerbiasError(f"epoch {epoch + 1}, batch {n_batches + 1}: the training loss is "
+                                       f"{loss.item()} (not finite); the run stops here (last good state: "
+                                       f"{last_path} if it exists). Lower trainer.optimizer.lr or check the data "
+                                       "and embeddings")
                 loss.backward()
                 optimizer.clip_and_step()
                 total_loss += loss.item()
                 n_batches += 1
                 n_sentences += len(batch.index)
+            if n_batches == 0:
+                raise NerbiasError(f"epoch {epoch + 1} had no training batches (empty training data?); "
+                                   "nothing is written")
             train_seconds = time.perf_counter() - started
             dev_scores, _ = evaluate_split(tagger, data["dev_epoch"], tcfg.eval_batch_size, f"dev (epoch {epoch + 1})")
             record = {"epoch": epoch + 1, "train_loss": total_loss / max(n_batches, 1), "dev_f1": dev_scores["f1"],

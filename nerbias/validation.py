@@ -1,0 +1,126 @@
+"""Config values checked before any work: one sentence naming the key and what it may be (exit 2).
+
+Each rule reads one key of the composed config; keys a group does not have are skipped, so one
+``validate`` serves train.py, evaluate.py and pretrain_lm.py. Keys appended on the command line
+(``+trainer.max_epoch=3``) must be keys some config of that group defines: nothing would read a
+misspelt one, and the run would silently use the default.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from omegaconf import DictConfig, OmegaConf
+
+from nerbias.errors import NerbiasError
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+_DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
+WANDB_MODES = ("auto", "online", "offline", "disabled")
+
+
+class ConfigError(NerbiasError):
+    """A config value outside what its key allows."""
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "seed": (lambda v: _integer(v) and v >= 0, "an integer >= 0"),
+    "trainer.batch_size": (lambda v: _integer(v) and v >= 1, "an integer >= 1"),
+    "trainer.eval_batch_size": (lambda v: _integer(v) and v >= 1, "an integer >= 1"),
+    "trainer.max_epochs": (lambda v: _integer(v) and v >= 1, "an integer >= 1"),
+    "trainer.patience": (lambda v: _integer(v) and v >= 1, "an integer >= 1"),
+    "trainer.grad_clip": (lambda v: v is None or (_number(v) and v > 0), "a number > 0, or null (no clipping)"),
+    "trainer.optimizer.lr": (lambda v: _number(v) and v > 0, "a number > 0"),
+    "trainer.embedding_lr": (lambda v: v is None or (_number(v) and v > 0), "a number > 0, or null"),
+    "trainer.device": (lambda v: isinstance(v, str) and bool(_DEVICE.fullmatch(v)), "auto, cpu, cuda or cuda:N"),
+    "model.dropout": (lambda v: _number(v) and 0 <= v < 1, "a number in [0, 1)"),
+    "model.word_dropout": (lambda v: _number(v) and 0 <= v < 1, "a number in [0, 1)"),
+    "model.lstm_hidden": (lambda v: _integer(v) and v >= 1, "an integer >= 1"),
+    "model.lstm_layers": (lambda v: _integer(v) and v >= 1, "an integer >= 1"),
+    "embeddings.dim": (lambda v: v is None or (_integer(v) and v >= 1), "an integer >= 1"),
+    "data.max_train_sentences": (lambda v: v is None or (_integer(v) and v >= 1), "an integer >= 1, or null (all)"),
+    "data.max_eval_sentences": (lambda v: v is None or (_integer(v) and v >= 1), "an integer >= 1, or null (all)"),
+    "tagger.device": (lambda v: isinstance(v, str) and bool(_DEVICE.fullmatch(v)), "auto, cpu, cuda or cuda:N"),
+    "tagger.batch_size": (lambda v: _integer(v) and v >= 1, "an integer >= 1"),
+    "corpus.batch_size": (lambda v: _integer(v) and v >= 1, "an integer >= 1"),
+    "corpus.sample": (lambda v: v is None or (_integer(v) and v >= 1), "an integer >= 1, or null (every sentence)"),
+    "corpus.num_shards": (lambda v: _integer(v) and v >= 1, "an integer >= 1"),
+    "corpus.template": (lambda v: v is None or (_integer(v) and 1 <= v <= 9), "1-9, or null (all nine)"),
+    "metrics.confidence_bins": (lambda v: _integer(v) and v >= 1, "an integer >= 1"),
+    "metrics.confidence_over": (lambda v: v in ("recognised", "all"), "recognised or all"),
+    "metrics.exact_percentiles_max": (lambda v: _integer(v) and v >= 0, "an integer >= 0"),
+    "metrics.std_ddof": (lambda v: v in (0, 1), "0 (population) or 1 (sample)"),
+    "logger.mode": (lambda v: v in WANDB_MODES, ", ".join(WANDB_MODES)),
+    "logger.kind": (lambda v: v in ("wandb", "none"), "wandb or none (logger=wandb|none)"),
+}
+
+
+def _select(cfg: DictConfig, key: str) -> tuple[bool, Any]:
+    """(present, value): a missing key or one whose interpolation fails counts as absent here."""
+    missing = object()
+    value = OmegaConf.select(cfg, key, default=missing, throw_on_missing=False, throw_on_resolution_failure=False)
+    return value is not missing, value
+
+
+def known_group_keys(group: str) -> set[str]:
+    """Every dotted key any config file of ``configs/<group>/`` defines (for appended-key checks)."""
+    keys: set[str] = set()
+    for path in (CONFIGS / group).rglob("*.yaml"):
+        def walk(node: Any, prefix: str) -> None:
+            if isinstance(node, dict):
+                for key, value in node.items():
+                    keys.add(f"{prefix}{key}")
+                    walk(value, f"{prefix}{key}.")
+        walk(OmegaConf.to_container(OmegaConf.load(path), resolve=False), "")
+    return keys
+
+
+def check_appended_keys(overrides: Iterable[str]) -> None:
+    """``+group.key=value`` overrides: the key must exist in some config of that group."""
+    for override in overrides:
+        if not override.startswith("+") or override.startswith("++") or "=" not in override:
+            continue
+        key = override[1:].split("=", 1)[0]
+        group, _, rest = key.partition(".")
+        if not rest or group in ("hydra",) or not (CONFIGS / group).is_dir():
+            continue
+        if rest not in known_group_keys(group):
+            raise ConfigError(f"{key}: no {group} config has the key {rest!r}, so nothing would read it "
+                              f"(a typo? without '+', Hydra checks the key exists)")
+
+
+def validate(cfg: DictConfig, overrides: Iterable[str] = ()) -> None:
+    """Raise ConfigError for the first value outside what its key allows."""
+    check_appended_keys(overrides)
+    for key, (allowed, description) in RULES.items():
+        present, value = _select(cfg, key)
+        if present and not allowed(value):
+            raise ConfigError(f"{key}={value!r}: must be {description}")
+    present, shard = _select(cfg, "corpus.shard")
+    _, num_shards = _select(cfg, "corpus.num_shards")
+    if present and shard is not None and not (_integer(shard) and 0 <= shard < (num_shards or 1)):
+        raise ConfigError(f"corpus.shard={shard!r}: must be null or an integer in [0, corpus.num_shards={num_shards})")
+    for key in ("trainer.device", "tagger.device"):
+        present, device = _select(cfg, key)
+        if present and isinstance(device, str) and device.startswith("cuda"):
+            import torch
+
+            if not torch.cuda.is_available():
+                raise ConfigError(f"{key}={device}: this machine has no CUDA device (use auto or cpu)")
+    if OmegaConf.select(cfg, "tagger.kind", default=None) == "checkpoint":
+        if OmegaConf.is_missing(cfg.tagger, "path"):
+            raise ConfigError("tagger.path: missing; give the checkpoint, e.g. "
+                              "tagger.path=logs/train/runs/<run>/checkpoints/best.pt")
+        if not Path(str(cfg.tagger.path)).is_file():
+            raise ConfigError(f"tagger.path={cfg.tagger.path}: no such checkpoint file")
