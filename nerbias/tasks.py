@@ -18,7 +18,8 @@ from typing import Any, Mapping
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from nerbias.bias.names import load_names
+from nerbias.bias import census
+from nerbias.bias.names import load_names, substitution_pool
 from nerbias.bias.runner import run_bias_evaluation
 from nerbias.bias.taggers import CheckpointSlotTagger
 from nerbias.bias.types import corpus_label
@@ -32,6 +33,7 @@ from nerbias.models.checkpoint import load_checkpoint
 from nerbias.reporting.pipeline import render_run_report
 from nerbias.reporting.report import ReportOptions
 from nerbias.scoring import score_splits
+from nerbias.training.augment import Augmentation
 from nerbias.training.trainer import Trainer
 from nerbias.validation import validate
 
@@ -67,6 +69,29 @@ def coverage_names(embeddings: DictConfig) -> dict[str, str] | None:
     return {name: names.group_of[name] for name in names.names if name != names.oov}
 
 
+def build_augmentation(cfg: DictConfig) -> Augmentation:
+    """The ``augment`` group as an Augmentation; its name pool (only read when ``augment.names > 0``)
+    is the training half of the SSA first names minus every name of ``augment.pool_exclude``, or a
+    file of names, one a line, minus the same."""
+    spec = cfg.get("augment") or {}
+    pool: tuple[str, ...] = ()
+    if float(spec.get("names", 0) or 0) > 0:
+        excluded = [name for path in (spec.get("pool_exclude") or [None]) for name in load_names(path).names]
+        source = str(spec.get("name_pool") or "ssa_train_half")
+        if source == "ssa_train_half":
+            candidates = census.distinct_names(census.read_ssa(Path(cfg.paths.data_dir) / "ssa_names", progress=False))
+        else:
+            path = Path(source)
+            if not path.is_file():
+                raise NerbiasError(f"augment.name_pool={source}: not ssa_train_half and no such file")
+            candidates = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        pool = tuple(substitution_pool(candidates, excluded, "train" if source == "ssa_train_half" else None))
+        log.info("name substitution: %d pool names (%s), none of the %d evaluation names", len(pool), source,
+                 len(excluded))
+    return Augmentation(lowercase=float(spec.get("lowercase", 0) or 0), names=float(spec.get("names", 0) or 0),
+                        entity_mask=float(spec.get("entity_mask", 0) or 0), name_pool=pool)
+
+
 def bias_evaluation_configs(cfg: DictConfig, checkpoint: Path) -> list[tuple[str, DictConfig]]:
     """One evaluate-style config per (corpus, casing) of ``cfg.bias_eval``, for ``checkpoint``.
 
@@ -95,7 +120,8 @@ def run_training(cfg: DictConfig, output_dir: str | Path) -> dict[str, float]:
     check_writable(output_dir / "checkpoints")  # before an epoch, not after it
     logger = _logger(cfg, output_dir)
     try:
-        metrics = Trainer(cfg, output_dir, coverage_names=coverage_names(cfg.embeddings)).fit(logger)
+        metrics = Trainer(cfg, output_dir, coverage_names=coverage_names(cfg.embeddings),
+                          augmentation=build_augmentation(cfg)).fit(logger)
         if cfg.get("bias_eval"):
             checkpoint = output_dir / "checkpoints" / "best.pt"
             bias_dirs = []

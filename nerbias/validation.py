@@ -61,6 +61,9 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "metrics.confidence_over": (lambda v: v in ("recognised", "all"), "recognised or all"),
     "metrics.exact_percentiles_max": (lambda v: _integer(v) and v >= 0, "an integer >= 0"),
     "metrics.std_ddof": (lambda v: v in (0, 1), "0 (population) or 1 (sample)"),
+    "augment.lowercase": (lambda v: _number(v) and 0 <= v <= 1, "a probability in [0, 1]"),
+    "augment.names": (lambda v: _number(v) and 0 <= v <= 1, "a probability in [0, 1]"),
+    "augment.entity_mask": (lambda v: _number(v) and 0 <= v <= 1, "a probability in [0, 1]"),
     "logger.mode": (lambda v: v in WANDB_MODES, ", ".join(WANDB_MODES)),
     "logger.kind": (lambda v: v in ("wandb", "none"), "wandb or none (logger=wandb|none)"),
 }

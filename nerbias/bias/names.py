@@ -14,10 +14,12 @@ names", but its Table 1 and its own "15 names (and one with 16)" both give 121; 
 from __future__ import annotations
 
 import csv
-import re
+import hashlib
 import io
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 from nerbias.errors import DataFormatError, NerbiasError
 
@@ -120,3 +122,22 @@ def load_names(path: str | Path | None = None) -> NameList:
     if not names:
         raise DataFormatError(path, "no names listed")
     return NameList(names=names, group_of=group_of, oov=oov, race_of=race_of, gender_of=gender_of)
+
+
+POOL_HALVES = ("train", "heldout")
+
+
+def substitution_pool(candidates: Sequence[str], exclude: Sequence[str], half: str | None = "train") -> list[str]:
+    """Distinct first names for name substitution in training, disjoint from every name in
+    ``exclude`` (the evaluation lists, compared case-insensitively), split in two halves by a
+    hash of the lower-cased name: ``train`` for substitution, ``heldout`` for evaluating on names
+    training never saw (the census benchmark, which uses every SSA name); ``None``: no split.
+    Deterministic, sorted."""
+    if half is not None and half not in POOL_HALVES:
+        raise ValueError(f"half must be one of {POOL_HALVES} or None")
+    excluded = {name.lower() for name in exclude}
+    pool = sorted({name for name in candidates if name.lower() not in excluded and name.isalpha()})
+    if half is None:
+        return pool
+    want = 0 if half == "train" else 1
+    return [name for name in pool if hashlib.sha256(name.lower().encode()).digest()[0] % 2 == want]

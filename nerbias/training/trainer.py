@@ -28,6 +28,7 @@ from nerbias.loggers import NullLogger, model_artifact_name
 from nerbias.models.checkpoint import load_checkpoint, save_checkpoint
 from nerbias.models.tagger import NerTagger, resolve_device
 from nerbias.scoring import evaluate_split, write_predictions
+from nerbias.training.augment import AUGMENT_PROBABILITIES, Augmentation
 from nerbias.training.build import build_tagger
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ def load_data(cfg: Mapping[str, Any]) -> dict[str, list[Sentence]]:
 
 
 # Config sections that define what is trained; a resumed run must agree on all of them.
-RUN_DEFINING_KEYS = ("seed", "data", "embeddings", "model")
+RUN_DEFINING_KEYS = ("seed", "data", "embeddings", "model", "augment")
 
 
 def _without_targets(section: Any) -> Any:
@@ -58,9 +59,16 @@ def _without_targets(section: Any) -> Any:
     return section
 
 
+def _run_defining(config: Mapping[str, Any], key: str) -> Any:
+    section = _without_targets(config.get(key))
+    if key == "augment" and not any((section or {}).get(p) for p in AUGMENT_PROBABILITIES):
+        return None  # switched off, or a run saved before augmentation existed: the same training
+    return section
+
+
 def check_same_run(saved: Mapping[str, Any], current: Mapping[str, Any], path: Path) -> None:
     """Refuse to continue another configuration's weights (e.g. a sweep rerun in another order)."""
-    differing = [key for key in RUN_DEFINING_KEYS if _without_targets(saved.get(key)) != _without_targets(current.get(key))]
+    differing = [key for key in RUN_DEFINING_KEYS if _run_defining(saved, key) != _run_defining(current, key)]
     if differing:
         raise NerbiasError(f"{path}: was trained with a different {', '.join(differing)} than this run; "
                            "resume only the same configuration (or start a new run directory)")
@@ -109,12 +117,15 @@ class Trainer:
 
     ``coverage_names`` (name -> group) are evaluation names whose coverage by the pretrained
     vocabulary is reported at the start (``embedding_coverage.json``); the caller supplies them,
-    so training knows nothing of name lists.
+    so training knows nothing of name lists. ``augmentation`` (``nerbias.training.augment``) changes
+    each epoch's training sentences; the caller builds it, with its name pool, from ``augment``.
     """
 
-    def __init__(self, cfg: DictConfig, output_dir: str | Path, coverage_names: Mapping[str, str] | None = None):
+    def __init__(self, cfg: DictConfig, output_dir: str | Path, coverage_names: Mapping[str, str] | None = None,
+                 augmentation: Augmentation | None = None):
         self.cfg = cfg
         self.coverage_names = coverage_names
+        self.augmentation = augmentation or Augmentation()
         self.tcfg = cfg.trainer
         self.output_dir = Path(output_dir)
         self.checkpoint_dir = self.output_dir / "checkpoints"
@@ -182,9 +193,9 @@ class Trainer:
             started = time.perf_counter()
             model.train()
             total_loss, n_batches, n_sentences = 0.0, 0, 0
-            batches = iterate_batches(data["train"], tagger.encoder, tcfg.batch_size, shuffle=True,
-                                      generator=shuffle_gen)
-            total = math.ceil(len(data["train"]) / tcfg.batch_size)
+            train = self.augmentation.epoch(data["train"], cfg.seed, epoch)
+            batches = iterate_batches(train, tagger.encoder, tcfg.batch_size, shuffle=True, generator=shuffle_gen)
+            total = math.ceil(len(train) / tcfg.batch_size)
             for batch in tqdm(batches, total=total, desc=f"epoch {epoch + 1}", leave=False):
                 batch = batch.to(self.device)
                 optimizer.zero_grad(set_to_none=True)
