@@ -97,3 +97,79 @@ def test_augmented_training_runs_resumes_identically_and_refuses_another_setting
                                                                          "trainer.resume=true"])
     with pytest.raises(NerbiasError, match="different augment"):
         run_training(cfg, tmp_path / "a")
+
+
+# ------------------------------------------------------------------------------------ de-biasing
+
+
+def toy_vectors():
+    """Gender on axis 0, race on axes 1-2, meaning on axes 3-5; evaluation names carry some of each."""
+    import numpy as np
+    from gensim.models import KeyedVectors
+
+    rng = np.random.default_rng(0)
+    sets = {"gender_pairs": [["she", "he"], ["woman", "man"], ["girl", "boy"]],
+            "race_sets": [["black", "white", "asian"], ["africa", "europe", "asia"]], "race_components": 2}
+    meaning = lambda: np.concatenate([np.zeros(3), rng.normal(size=3)])  # noqa: E731
+    words, rows = [], []
+    for female, male in sets["gender_pairs"]:
+        base = meaning()
+        words += [female, male]
+        rows += [base + [1, 0, 0, 0, 0, 0], base + [-1, 0, 0, 0, 0, 0]]
+    for group in sets["race_sets"]:
+        base = meaning()
+        for word, offset in zip(group, ([1, 0], [-0.5, 0.8], [-0.5, -0.8])):
+            words.append(word)
+            rows.append(base + [0, *offset, 0, 0, 0])
+    for name in ("maria", "greg", "lakisha", "nurse"):
+        words.append(name)
+        rows.append(rng.normal(size=6))
+    keyed = KeyedVectors(vector_size=6)
+    keyed.add_vectors(words, np.array(rows, dtype=np.float32))
+    return keyed, sets
+
+
+def test_hard_debiasing_removes_the_bias_directions_exactly():
+    import numpy as np
+
+    from nerbias.data.debias import bias_projection, hard_debias
+
+    keyed, sets = toy_vectors()
+    debiased, subspace, definitional = hard_debias(keyed, sets)
+    assert subspace.shape == (3, 6)  # one gender direction and two race directions
+    assert np.allclose(subspace @ subspace.T, np.eye(3), atol=1e-9)
+    assert abs(subspace[0, 0]) > 0.95  # the gender direction is (nearly) axis 0
+    names = ["maria", "greg", "lakisha", "nurse"]
+    before = bias_projection(keyed[names].astype(np.float64), subspace)
+    after = bias_projection(debiased[names].astype(np.float64), subspace)
+    assert before > 0.3 and after < 1e-6
+    she, he = debiased["she"].astype(np.float64), debiased["he"].astype(np.float64)
+    assert np.allclose(she @ subspace.T, -(he @ subspace.T), atol=1e-6)  # equalised: opposite inside B
+    assert np.allclose(she - (she @ subspace.T) @ subspace, he - (he @ subspace.T) @ subspace, atol=1e-6)
+    assert {"she", "he", "black", "asia"} <= definitional and "maria" not in definitional
+    assert np.allclose(np.linalg.norm(debiased.vectors, axis=1), 1, atol=1e-5)
+
+
+def test_debiased_training_writes_the_diagnostic(tmp_path):
+    from conftest import make_tiny_conll
+    from nerbias.tasks import run_training
+
+    data_dir = make_tiny_conll(tmp_path / "data")
+    words = {line.split()[0].lower() for line in (data_dir / "conll2003" / "eng.train").read_text().splitlines()
+             if line and not line.startswith("-DOCSTART-")}
+    keyed, _ = toy_vectors()
+    rows = [f"{w} " + " ".join(f"{v:.4f}" for v in keyed[w]) for w in keyed.index_to_key]
+    rows += [f"{w} " + " ".join(["0.1", "0.2", "0.3", "0.1", "0.2", "0.3"]) for w in sorted(words - set(keyed.index_to_key))]
+    vectors = tmp_path / "g.txt"
+    vectors.write_text("\n".join(rows) + "\n")
+    names = tmp_path / "names.csv"
+    names.write_text("name,group\nMaria,Hispanic Female\nGreg,White Male\nLakisha,Black Female\nSyedtiastephen,OOV\n")
+    out = tmp_path / "run"
+    overrides = [o for o in tiny_train_overrides(data_dir, epochs=1) if o not in ("embeddings=random", "embeddings.dim=16")]
+    cfg = compose_config("train", overrides + ["embeddings=glove", "embeddings.source=glove", f"embeddings.path={vectors}",
+                                               "embeddings.dim=6", "embeddings.debias=hard",
+                                               f"embeddings.coverage_names={names}", f"paths.output_dir={out}"])
+    run_training(cfg, out)
+    report = json.loads((out / "embedding_coverage.json").read_text())["debias"]
+    assert report["names"] == 3 and report["mean_abs_projection_before"] > 0.1
+    assert report["mean_abs_projection_after"] < 1e-6

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
+import numpy as np
 import torch
 from torch import nn
 
+from nerbias.data.debias import bias_projection, hard_debias
 from nerbias.data.embeddings import coverage, embedding_matrix, load_keyed_vectors
+from nerbias.errors import NerbiasError
 from nerbias.data.vocab import Vocabulary
 from nerbias.models.bilstm_crf import TaggerConfig, WordCharEmbedder
 
@@ -31,11 +34,18 @@ class WordVectors:
     """Word vectors (+ char CNN): pretrained from ``source``/``path``, or random when ``source`` is None."""
 
     def __init__(self, source: str | None = None, path: str | None = None, dim: int = 50, lowercase: bool = True,
-                 freeze: bool = False, include_pretrained_vocab: bool = True):
+                 freeze: bool = False, include_pretrained_vocab: bool = True, debias: str | None = None):
+        if debias not in (None, "hard"):
+            raise NerbiasError(f"embeddings.debias={debias}: must be null or hard")
+        if debias and source is None:
+            raise NerbiasError("embeddings.debias=hard needs pretrained vectors (embeddings.source)")
         self.source, self.path, self.dim = source, path, int(dim)
         self.lowercase, self.freeze = bool(lowercase), bool(freeze)
         self.include_pretrained_vocab = bool(include_pretrained_vocab)
+        self.debias = debias
         self._keyed = None
+        self._original = None  # the vectors before de-biasing, for the diagnostic
+        self._subspace = None
 
     @property
     def pretrained(self) -> bool:
@@ -48,7 +58,25 @@ class WordVectors:
             self._keyed = load_keyed_vectors(self.source, self.path)
             log.info("%s: %d pretrained vectors of dimension %d", self.path or self.source,
                      len(self._keyed.index_to_key), self._keyed.vector_size)
+            if self.debias == "hard":
+                self._original = self._keyed
+                self._keyed, self._subspace, definitional = hard_debias(self._original)
+                log.info("hard de-biasing: %d bias directions, %d definitional words kept, every other word "
+                         "neutralised", len(self._subspace), len(definitional))
         return self._keyed
+
+    def debias_diagnostic(self, names: Sequence[str]) -> dict[str, Any] | None:
+        """Mean absolute projection of ``names`` on the bias subspace before and after de-biasing."""
+        if self.debias is None:
+            return None
+        self.keyed  # noqa: B018  (loads and de-biases on first use)
+        keys = [n.lower() if self.lowercase else n for n in names]
+        rows = [self._original.key_to_index[k] for k in keys if k in self._original.key_to_index]
+        before = bias_projection(self._original.vectors[rows].astype(np.float64), self._subspace)
+        after = bias_projection(self._keyed.vectors[rows].astype(np.float64), self._subspace)
+        log.info("bias-subspace projection of %d evaluation names: %.4f before, %.2g after", len(rows), before, after)
+        return {"method": "hard", "directions": len(self._subspace), "names": len(rows),
+                "mean_abs_projection_before": before, "mean_abs_projection_after": after}
 
     def vocabulary_words(self) -> list[str]:
         """Words added to the training vocabulary (names unseen in training keep their vectors)."""

@@ -21,6 +21,9 @@ def build_tagger(cfg: DictConfig, train: Sequence[Sentence], coverage_names: Map
     which of those names the pretrained vocabulary lacks (the paper lists them per embedding)."""
     embeddings = build(cfg.embeddings)
     names = embeddings.name_coverage(coverage_names) if coverage_names else None
+    diagnostic = getattr(embeddings, "debias_diagnostic", None)
+    if names is not None and diagnostic is not None and embeddings.debias:
+        names["debias"] = diagnostic(list(coverage_names))
     if names is not None:
         source = cfg.embeddings.get("path") or cfg.embeddings.get("source")
         log.info("%s covers %d of %d evaluation names; missing: %s", source, names["found"], names["names"],

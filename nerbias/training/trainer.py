@@ -53,9 +53,11 @@ RUN_DEFINING_KEYS = ("seed", "data", "embeddings", "model", "augment")
 
 
 def _without_targets(section: Any) -> Any:
-    """A config section without ``_target_`` keys (runs saved before configs had them compare equal)."""
+    """A config section without ``_target_`` keys and null values (runs saved before configs had a key,
+    such as ``_target_`` or ``embeddings.debias``, compare equal to the same run now)."""
     if isinstance(section, Mapping):
-        return {key: _without_targets(value) for key, value in section.items() if key != "_target_"}
+        return {key: _without_targets(value) for key, value in section.items()
+                if key != "_target_" and value is not None}
     return section
 
 
