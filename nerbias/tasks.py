@@ -11,6 +11,8 @@ lightning-hydra-template's ``train.py`` / ``eval.py`` do.
 
 from __future__ import annotations
 
+import json
+
 import logging
 from pathlib import Path
 from typing import Any, Mapping
@@ -128,9 +130,14 @@ def run_training(cfg: DictConfig, output_dir: str | Path) -> dict[str, float]:
             for label, eval_cfg in bias_evaluation_configs(cfg, checkpoint):
                 log.info("bias evaluation: %s", label)
                 run_dir = output_dir / "bias" / label
-                atomic_write_text(run_dir / RESOLVED_CONFIG, yaml.safe_dump(OmegaConf.to_container(eval_cfg),
-                                                                            sort_keys=False))
-                metrics.update(run_bias_evaluation(eval_cfg, run_dir, logger))
+                resolved = yaml.safe_dump(OmegaConf.to_container(eval_cfg), sort_keys=False)
+                finished = _finished_evaluation(run_dir, resolved)
+                if finished is not None:  # a resumed run: same settings, results final (written together)
+                    log.info("bias evaluation %s: already finished in %s, kept", label, run_dir)
+                    metrics.update(finished)
+                else:
+                    atomic_write_text(run_dir / RESOLVED_CONFIG, resolved)
+                    metrics.update(run_bias_evaluation(eval_cfg, run_dir, logger))
                 bias_dirs.append(run_dir)
             if cfg.bias_eval.get("report"):
                 options = ReportOptions(**OmegaConf.to_container(cfg.bias_eval.report, resolve=True))
@@ -141,6 +148,16 @@ def run_training(cfg: DictConfig, output_dir: str | Path) -> dict[str, float]:
         return metrics
     finally:
         logger.finish()
+
+
+def _finished_evaluation(run_dir: Path, resolved: str) -> dict[str, Any] | None:
+    """The metrics of an evaluation already finished in ``run_dir`` with exactly these settings
+    (its saved config is the same text and its metrics.json, written last with the results, exists),
+    else None: a rerun of a sweep job redoes only what is missing or was set differently."""
+    config, metrics = run_dir / RESOLVED_CONFIG, run_dir / "metrics.json"
+    if not (config.is_file() and metrics.is_file()) or config.read_text() != resolved:
+        return None
+    return json.loads(metrics.read_text())["metrics"]
 
 
 def evaluate_conll(cfg: DictConfig, output_dir: Path) -> dict[str, float]:

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from nerbias.bias.names import substitution_pool
 from nerbias.bias.types import NONE, PARTIAL_PREFIX, RECOGNISED, BiasSentence, NameSlot
 from nerbias.errors import DataFormatError, NerbiasError
 
@@ -203,6 +204,23 @@ def _raise_first_bad_ssa_line(text: str, where: str | Path) -> None:
 def distinct_names(ssa_frame: pd.DataFrame) -> list[str]:
     """The names of the frame, each once (either sex, any year), sorted: what a tagger must label."""
     return sorted(ssa_frame["name"].unique().tolist())
+
+
+NAME_SUBSETS = ("all", "heldout")
+
+
+def select_names(ssa_frame: pd.DataFrame, subset: str, pool_exclude: Sequence[str] = ()) -> pd.DataFrame:
+    """The SSA rows the benchmark scores. ``all``: every row (the paper). ``heldout``: only names that
+    name substitution can never put into training, i.e. every name outside the training half of
+    ``substitution_pool(distinct names, pool_exclude, "train")`` (the held-out half, plus the
+    excluded evaluation names, which substitution never draws either). Pass the ``pool_exclude``
+    the training run used (augment.pool_exclude) so the two halves are the ones training saw."""
+    if subset == "all":
+        return ssa_frame
+    if subset != "heldout":
+        raise NerbiasError(f"corpus.names={subset!r}: must be one of {NAME_SUBSETS}")
+    training_half = set(substitution_pool(distinct_names(ssa_frame), pool_exclude, "train"))
+    return ssa_frame[~ssa_frame["name"].isin(training_half)].reset_index(drop=True)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -238,6 +238,12 @@ def evaluate_census(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> di
     ccfg = cfg.corpus
     years = range(int(ccfg.first_year), int(ccfg.last_year) + 1)
     ssa = census.read_ssa(ccfg.ssa, years=years)
+    subset = str(ccfg.get("names") or "all")
+    if subset != "all":
+        excluded = [name for path in (ccfg.get("pool_exclude") or [None]) for name in load_names(path).names]
+        total = ssa["name"].nunique()
+        ssa = census.select_names(ssa, subset, excluded)
+        log.info("census: %s names only: %d of %d distinct names", subset, ssa["name"].nunique(), total)
     templates = [int(ccfg.template)] if ccfg.get("template") else list(census.TEMPLATES)
     frames, label_table = [], None
     tagger = build(cfg.tagger)
@@ -274,6 +280,7 @@ def evaluate_census(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> di
                 scalars[f"census/template{template}/{gender}/{column}_mean_over_years"] = float(
                     part.loc[part["gender"] == gender, column].mean())
     scalars["census/years"] = len(years)
+    scalars["census/distinct_names"] = int(ssa["name"].nunique())
     finals = [output_dir / "census_errors.csv", output_dir / "census_labels.csv", *images, output_dir / "metrics.json"]
     with atomic_files(finals) as tmp:  # every result file final together, or none
         write_csv(tmp[0], errors)

@@ -276,7 +276,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("paths", nargs="+", help="a sweep directory, or run directories (searched recursively)")
     parser.add_argument("-o", "--output-dir", help="where aggregate.csv and aggregate.md go (default: the one "
                                                    "directory given, else the common parent of all)")
+    study = parser.add_argument_group("mitigation study (experiment=mitigation_study; nerbias/reporting/study.py)")
+    study.add_argument("--study", action="store_true",
+                       help="one table per corpus with 95%% intervals (names and seeds resampled) and paired "
+                            "differences from the baseline condition: study.md and study_<corpus>.csv "
+                            "(default output: <sweep dir>/study)")
+    study.add_argument("--baseline", default="baseline", help="the condition differences are taken from")
+    study.add_argument("--condition-key", default="condition", help="config key naming each run's condition")
+    study.add_argument("--n-boot", type=int, default=2000, help="bootstrap replicates (names corpora)")
+    study.add_argument("--census-boot", type=int, default=500, help="bootstrap replicates (census)")
+    study.add_argument("--std-ddof", type=int, default=0, help="ddof of the median-confidence spread")
     args = parser.parse_args(argv)
+    if args.study:
+        from nerbias.reporting.study import run_study  # only the study needs scipy.sparse and the census reader
+        if len(args.paths) != 1:
+            parser.error("--study takes one sweep directory")
+        try:
+            path = run_study(args.paths[0], args.output_dir, baseline=args.baseline, n_boot=args.n_boot,
+                             census_boot=args.census_boot, ddof=args.std_ddof, condition_key=args.condition_key)
+        except NerbiasError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        print(path.read_text(encoding="utf-8"), end="")
+        print(f"wrote {path} and its study_<corpus>.csv", file=sys.stderr)
+        return 0
     try:
         result, csv_path, md_path = run(args.paths, args.output_dir)
     except AggregateError as error:

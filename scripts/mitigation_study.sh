@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The mitigation study (README "Mitigation"): set up, train the six conditions of configs/mitigation/ on
+# GloVe 6B 50d (seeds 1-2 for each, seed 3 for baseline and combined), evaluate each best checkpoint on
+# Winogender, In-Situ and the census (held-out names), cased and lower-cased, then write
+# <sweep dir>/study/study.md: one table per corpus with intervals and paired differences from the baseline.
+#   bash scripts/mitigation_study.sh                  # about 2-3 hours on 2 CPU cores, one job at a time
+#   bash scripts/mitigation_study.sh logger=none      # extra arguments are Hydra overrides for every job
+# SWEEP_DIR=<dir> picks the sweep directory (default logs/train/mitigation_study). Rerunning the same
+# command resumes: each job continues from its last checkpoint and finished evaluations are kept.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+sweep_dir="${SWEEP_DIR:-logs/train/mitigation_study}"
+.venv/bin/python train.py -m experiment=mitigation_study "hydra.sweep.dir=$sweep_dir" "$@"
+.venv/bin/python train.py -m experiment=mitigation_study "hydra.sweep.dir=$sweep_dir" seed=3 \
+  mitigation=baseline,combined "$@"
+.venv/bin/python aggregate.py --study "$sweep_dir"

@@ -1,0 +1,71 @@
+"""The mitigation study's pieces: every condition composes to what it says, the census scores only
+held-out names, and a rerun sweep job keeps its finished evaluations."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from conftest import CONFIGS, compose_config
+from nerbias.bias.census import select_names
+from nerbias.bias.names import load_names, substitution_pool
+from nerbias.errors import NerbiasError
+from nerbias.tasks import _finished_evaluation
+
+CONDITIONS = {  # condition -> (embeddings.debias, augment.lowercase, augment.names, augment.entity_mask)
+    "baseline": (None, 0.0, 0.0, 0.0),
+    "debias": ("hard", 0.0, 0.0, 0.0),
+    "mixed_case": (None, 1.0, 0.0, 0.0),
+    "names": (None, 0.0, 0.5, 0.0),
+    "mask": (None, 0.0, 0.0, 0.25),
+    "combined": ("hard", 1.0, 0.5, 0.25),
+}
+
+
+def test_the_conditions_are_the_files_of_the_mitigation_group():
+    assert sorted(p.stem for p in (CONFIGS / "mitigation").glob("*.yaml")) == sorted(CONDITIONS)
+
+
+@pytest.mark.parametrize("condition", sorted(CONDITIONS))
+def test_each_condition_composes_with_the_study_and_switches_on_only_its_options(condition):
+    cfg = compose_config("train", ["experiment=mitigation_study", f"mitigation={condition}"])
+    assert cfg.condition == condition and cfg.run_name == f"mitigation-{condition}-seed42"
+    got = (cfg.embeddings.debias, cfg.augment.lowercase, cfg.augment.names, cfg.augment.entity_mask)
+    assert got == CONDITIONS[condition]
+    assert cfg.embeddings.kind == "glove" and cfg.trainer.max_epochs == 20
+    census = cfg.bias_eval.corpora.census
+    assert census.names == "heldout" and list(census.pool_exclude) == list(cfg.augment.pool_exclude)
+    assert cfg.bias_eval.corpora.winogender.seed == 0  # one sample for every condition and seed
+
+
+def test_the_study_is_not_on_unless_asked():
+    cfg = compose_config("train", [])
+    assert "condition" not in cfg and cfg.augment.names == 0 and cfg.embeddings.debias is None
+
+
+def frame(names):
+    return pd.DataFrame({"name": names, "sex": "F", "count": 1, "year": 2000})
+
+
+def test_census_heldout_names_are_exactly_those_substitution_never_draws():
+    evaluation = load_names(None).names
+    candidates = [f"Name{chr(97 + i)}{chr(97 + j)}" for i in range(26) for j in range(26)] + evaluation[:5]
+    ssa = frame(candidates)
+    held = set(select_names(ssa, "heldout", evaluation)["name"])
+    training = set(substitution_pool(candidates, evaluation, "train"))
+    assert held.isdisjoint(training) and held | training == set(candidates)
+    assert set(evaluation[:5]) <= held              # evaluation names are never substitution names
+    assert 200 < len(training) < 476                # a hash split, roughly half
+    assert select_names(ssa, "all", evaluation) is ssa
+    with pytest.raises(NerbiasError, match="corpus.names='half'"):
+        select_names(ssa, "half", evaluation)
+
+
+def test_a_finished_evaluation_is_kept_only_with_the_same_settings(tmp_path):
+    (tmp_path / "config_resolved.yaml").write_text("corpus: {sample: 10}\n")
+    assert _finished_evaluation(tmp_path, "corpus: {sample: 10}\n") is None  # no results yet: redo
+    (tmp_path / "metrics.json").write_text(json.dumps({"metrics": {"winogender/ALL/accuracy": 0.5}}))
+    assert _finished_evaluation(tmp_path, "corpus: {sample: 10}\n") == {"winogender/ALL/accuracy": 0.5}
+    assert _finished_evaluation(tmp_path, "corpus: {sample: 20}\n") is None  # other settings: redo

@@ -1,0 +1,151 @@
+"""The mitigation study's tables: point values by hand, paired differences, the census on held-out
+names, and the study command on a sweep written here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from nerbias.bias import census
+from nerbias.errors import NerbiasError
+from nerbias.reporting.study import find_study, run_study
+
+GROUPS = {"Black Female": ["Aisha", "Ebony"], "White Male": ["Greg", "Todd"], "White Female": ["Emily", "Anne"]}
+SSA = "Aisha,F,30\nEmily,F,20\nAnne,F,5\nGreg,M,25\nJohn,M,10\nTodd,M,3\n"
+
+
+def write_run(root: Path, condition: str, seed: int, recognised: dict[str, int], f1: float,
+              census_labels: dict[str, str] | None = None, ssa: Path | None = None) -> Path:
+    run = root / f"{condition}-seed{seed}"
+    run.mkdir(parents=True)
+    (run / "config_resolved.yaml").write_text(yaml.safe_dump({"condition": condition, "seed": seed}))
+    (run / "metrics.json").write_text(json.dumps({"metrics": {"test_f1": f1, "test_lower_f1": f1 / 2}}))
+    rows = [{"name": n, "group": g, "sentences": 10, "recognised": recognised[n],
+             "accuracy": recognised[n] / 10, "conf_median": recognised[n] / 10}
+            for g, names in GROUPS.items() for n in names]
+    rows.append({"name": "Syedtiastephen", "group": "OOV", "sentences": 10, "recognised": recognised.get("OOV", 5),
+                 "accuracy": recognised.get("OOV", 5) / 10, "conf_median": 0.5})
+    bias = run / "bias" / "winogender"
+    bias.mkdir(parents=True)
+    pd.DataFrame(rows).to_csv(bias / "per_name.csv", index=False)
+    (bias / "metrics.json").write_text(json.dumps({"metrics": {}}))
+    (bias / "config_resolved.yaml").write_text(yaml.safe_dump({"corpus": {"name": "winogender", "lowercase": False}}))
+    if census_labels is not None:
+        folder = run / "bias" / "census"
+        folder.mkdir(parents=True)
+        frame = census.read_ssa(ssa, years=[2017, 2018], progress=False)
+        labels = pd.DataFrame([{"name": n, "template": t, "label": census_labels[n]}
+                               for t in (1, 2) for n in sorted(census_labels)])
+        frames = [census.attach_labels(frame, census_labels, t) for t in (1, 2)]
+        census.census_errors(pd.concat(frames)).to_csv(folder / "census_errors.csv", index=False)
+        labels.to_csv(folder / "census_labels.csv", index=False)
+        (folder / "metrics.json").write_text(json.dumps({"metrics": {}}))
+        (folder / "config_resolved.yaml").write_text(yaml.safe_dump(
+            {"corpus": {"name": "census", "lowercase": False, "ssa": str(ssa), "names": "all"}}))
+    return run
+
+
+BASE = {"Aisha": 6, "Ebony": 8, "Greg": 10, "Todd": 10, "Emily": 9, "Anne": 7}
+
+
+def read(out: Path, label: str) -> pd.DataFrame:
+    return pd.read_csv(out / f"study_{label}.csv").set_index(["condition", "metric"])
+
+
+def test_point_values_are_the_papers_statistics_averaged_over_seeds(tmp_path):
+    write_run(tmp_path, "baseline", 1, BASE, 0.90)
+    write_run(tmp_path, "baseline", 2, {**BASE, "Aisha": 8, "OOV": 7}, 0.92)
+    run_study(tmp_path, tmp_path / "out", n_boot=200)
+    table = read(tmp_path / "out", "winogender")
+    value = lambda metric: table.loc[("baseline", metric), "value"]  # noqa: E731
+    assert value("Black Female") == pytest.approx(np.mean([14 / 20, 16 / 20]))
+    assert value("White Male") == 1.0
+    assert value("ALL") == pytest.approx(np.mean([50 / 60, 52 / 60]))
+    female = np.mean([(6 + 8 + 9 + 7) / 40, (8 + 8 + 9 + 7) / 40])
+    assert value("female_male_gap") == pytest.approx(female - 1.0)
+    assert value("best_worst_gap") == pytest.approx(1.0 - value("Black Female"))
+    assert value("OOV") == pytest.approx(0.6)
+    medians = np.mean([[0.6, 0.8, 1, 1, 0.9, 0.7], [0.8, 0.8, 1, 1, 0.9, 0.7]], axis=0)
+    assert value("median_confidence_std") == pytest.approx(np.std(medians))
+    assert value("test_f1") == pytest.approx(0.91) and value("test_lower_f1") == pytest.approx(0.455)
+    low, high = table.loc[("baseline", "best_worst_gap"), ["ci_low", "ci_high"]]
+    assert low <= value("best_worst_gap") <= high and high > low
+
+
+def test_differences_are_paired_on_the_names(tmp_path):
+    write_run(tmp_path, "baseline", 1, BASE, 0.90)
+    write_run(tmp_path, "same", 1, BASE, 0.90)                # the baseline's results again
+    better = {**BASE, "Aisha": 9, "Ebony": 9, "Anne": 9}
+    write_run(tmp_path, "better", 1, better, 0.90)
+    path = run_study(tmp_path, tmp_path / "out", n_boot=300)
+    table = read(tmp_path / "out", "winogender")
+    # the same model on the same names in every replicate: no difference at all, not a wide interval
+    for metric in ("ALL", "best_worst_gap", "Black Female", "median_confidence_std"):
+        assert tuple(table.loc[("same", metric), ["diff", "diff_low", "diff_high"]]) == (0.0, 0.0, 0.0)
+    gap = table.loc[("better", "best_worst_gap")]
+    assert gap["diff"] == pytest.approx((1 - 0.9) - (1 - 0.7))
+    assert gap["ratio"] == pytest.approx(0.1 / 0.3)
+    assert gap["diff_high"] < 0  # every replicate: the same names, each no worse
+    text = path.read_text()
+    assert "## Winogender" in text and "Difference from `baseline`" in text and "ratio to baseline" in text
+
+
+def test_census_gap_is_the_mean_over_templates_and_years_of_the_weighted_type1_errors(tmp_path):
+    ssa = tmp_path / "ssa"
+    ssa.mkdir()
+    for year in (2017, 2018):
+        (ssa / f"yob{year}.txt").write_text(SSA)
+    labels = {"Aisha": "LOC", "Emily": "PERSON", "Anne": "", "Greg": "PERSON", "John": "PERSON", "Todd": "ORG"}
+    write_run(tmp_path / "sweep", "baseline", 1, BASE, 0.9, census_labels=labels, ssa=ssa)
+    write_run(tmp_path / "sweep", "fixed", 1, BASE, 0.9, census_labels=dict.fromkeys(labels, "PERSON"), ssa=ssa)
+    write_run(tmp_path / "sweep", "same", 1, BASE, 0.9, census_labels=labels, ssa=ssa)
+    run_study(tmp_path / "sweep", tmp_path / "out", n_boot=100, census_boot=200)
+    table = read(tmp_path / "out", "census")
+    female, male = (30 + 5) / 55, 3 / 38          # births of mis-tagged names / all births, each year
+    assert table.loc[("baseline", "female_type1_w"), "value"] == pytest.approx(female)
+    assert table.loc[("baseline", "male_type1_w"), "value"] == pytest.approx(male)
+    assert table.loc[("baseline", "female_male_type1_w_gap"), "value"] == pytest.approx(female - male)
+    fixed = table.loc[("fixed", "female_male_type1_w_gap")]
+    assert fixed["value"] == 0 and fixed["diff"] == pytest.approx(male - female)
+    assert fixed["diff_low"] < fixed["diff"] < fixed["diff_high"]
+    same = table.loc[("same", "female_male_type1_w_gap")]  # one draw of names for every condition
+    assert (same["diff"], same["diff_low"], same["diff_high"]) == (0.0, 0.0, 0.0)
+
+
+def test_census_labels_that_do_not_reproduce_the_saved_errors_are_refused(tmp_path):
+    ssa = tmp_path / "ssa"
+    ssa.mkdir()
+    for year in (2017, 2018):
+        (ssa / f"yob{year}.txt").write_text(SSA)
+    labels = dict.fromkeys(["Aisha", "Emily", "Anne", "Greg", "John", "Todd"], "PERSON")
+    run = write_run(tmp_path / "sweep", "baseline", 1, BASE, 0.9, census_labels=labels, ssa=ssa)
+    saved = run / "bias" / "census" / "census_labels.csv"
+    saved.write_text(saved.read_text().replace("Aisha,1,PERSON", "Aisha,1,LOC"))
+    with pytest.raises(NerbiasError, match="do not reproduce census_errors.csv"):
+        run_study(tmp_path / "sweep", tmp_path / "out", n_boot=50, census_boot=50)
+
+
+def test_unfinished_runs_are_listed_and_an_empty_sweep_is_an_error(tmp_path):
+    write_run(tmp_path, "baseline", 1, BASE, 0.9)
+    (tmp_path / "mask-seed1").mkdir()
+    (tmp_path / "mask-seed1" / "config_resolved.yaml").write_text(yaml.safe_dump({"condition": "mask", "seed": 1}))
+    study = find_study(tmp_path)
+    assert list(study.runs) == ["baseline"] and [p.name for p in study.unfinished] == ["mask-seed1"]
+    assert "Unfinished (left out): `mask-seed1`" in run_study(tmp_path, tmp_path / "out", n_boot=50).read_text()
+    with pytest.raises(NerbiasError, match="no finished run"):
+        find_study(tmp_path / "out")
+
+
+def test_aggregate_study_command_writes_the_tables_and_fails_clearly(tmp_path, capsys):
+    from nerbias.reporting.aggregate import main
+    write_run(tmp_path / "sweep", "baseline", 1, BASE, 0.9)
+    assert main(["--study", str(tmp_path / "sweep"), "--n-boot", "50"]) == 0
+    assert "## Winogender" in capsys.readouterr().out and (tmp_path / "sweep" / "study" / "study.md").is_file()
+    (tmp_path / "empty").mkdir()
+    assert main(["--study", str(tmp_path / "empty")]) == 2
+    assert "no finished run" in capsys.readouterr().err
