@@ -128,3 +128,8 @@ def validate(cfg: DictConfig, overrides: Iterable[str] = ()) -> None:
                               "tagger.path=logs/train/runs/<run>/checkpoints/best.pt")
         if not Path(str(cfg.tagger.path)).is_file():
             raise ConfigError(f"tagger.path={cfg.tagger.path}: no such checkpoint file")
+    examples = {"transformers": "a saved model folder or a hub id, e.g. tagger.model=dslim/bert-base-NER",
+                "flair": "the path of a trained SequenceTagger, e.g. tagger.model=/models/ner-english/final-model.pt"}
+    kind = OmegaConf.select(cfg, "tagger.kind", default=None)
+    if kind in examples and OmegaConf.is_missing(cfg.tagger, "model"):
+        raise ConfigError(f"tagger.model: missing; give {examples[kind]}")

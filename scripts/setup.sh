@@ -6,11 +6,17 @@ PYTHON="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
+# NERBIAS_EXTRAS=flair also installs requirements-flair.txt (tagger=flair; scripts/test.sh asks for it).
+files=(requirements.txt)
+for extra in ${NERBIAS_EXTRAS:-}; do
+  [ -f "requirements-$extra.txt" ] || { echo "setup.sh: no requirements-$extra.txt for NERBIAS_EXTRAS=$extra" >&2; exit 2; }
+  files+=("requirements-$extra.txt")
+done
 stamp=.venv/.requirements.sha256
-want=$(sha256sum requirements.txt | cut -d' ' -f1)
+want=$(cat "${files[@]}" | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -r requirements.txt
+  .venv/bin/python -m pip install --quiet $(printf -- '-r %s ' "${files[@]}")
   echo "$want" > "$stamp"
 fi
 # The project itself, editable: scripts, benchmarks and notebooks import nerbias from here.

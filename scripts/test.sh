@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Set up, then run the whole test suite (pytest). Real-data tests use $NERBIAS_DATA_DIR or ../shared/data.
+# Set up (with the flair extra), then run the whole test suite (pytest). Real-data tests use $NERBIAS_DATA_DIR or ../shared/data.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+NERBIAS_EXTRAS="${NERBIAS_EXTRAS-flair}" bash scripts/setup.sh   # the flair extra too: its adapter's tests run
 export WANDB_MODE="${WANDB_MODE:-disabled}"
 exec .venv/bin/python -m pytest -q "$@"

@@ -13,36 +13,13 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
+from nerbias.testing import synthetic_sentence
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
 # The real data, found as the README says: $NERBIAS_DATA_DIR (the project's data directory), else the
 # ../shared/data folder beside the checkout (the layout CI uses). Tests that need it skip without it.
 SHARED_DATA = Path(os.environ.get("NERBIAS_DATA_DIR") or ROOT.parent / "shared" / "data")
-
-FIRST = ["Peter", "Maria", "John", "Anna", "Ahmed", "Lakisha", "Greg", "Emily", "Jose", "Fatima"]
-LAST = ["Smith", "Jones", "Garcia", "Khan", "Brown"]
-CITIES = ["Paris", "London", "Berlin", "Tokyo", "Lagos", "Lima"]
-ORGS = [["Reuters"], ["United", "Nations"], ["Ford"], ["Bank", "of", "Japan"]]
-MISC = ["German", "British", "French", "Olympic"]
-
-
-def synthetic_sentence(rng: random.Random) -> list[tuple[str, str]]:
-    """One sentence of (token, IOB1 tag): enough regularity for a model to learn quickly."""
-    kind = rng.randrange(4)
-    if kind == 0:
-        person = [rng.choice(FIRST)] + ([rng.choice(LAST)] if rng.random() < 0.5 else [])
-        return ([(t, "I-PER") for t in person] + [("visited", "O")] + [(rng.choice(CITIES), "I-LOC")]
-                + [("on", "O"), ("Monday", "O"), (".", "O")])
-    if kind == 1:
-        org = rng.choice(ORGS)
-        return [("The", "O")] + [(t, "I-ORG") for t in org] + [("said", "O"), (rng.choice(FIRST), "I-PER"),
-                                                                  ("was", "O"), ("right", "O"), (".", "O")]
-    if kind == 2:
-        return [(rng.choice(MISC), "I-MISC"), ("fans", "O"), ("met", "O"), ("in", "O"),
-                (rng.choice(CITIES), "I-LOC"), (".", "O")]
-    return [(rng.choice(FIRST), "I-PER"), ("told", "O"), (rng.choice(FIRST), "I-PER"), ("that", "O"),
-            ("he", "O"), ("could", "O"), ("pay", "O"), (".", "O")]
-
 
 def write_conll_file(path: Path, sentences: list[list[tuple[str, str]]]) -> None:
     lines = ["-DOCSTART- -X- O O", ""]
