@@ -115,6 +115,14 @@ def validate(cfg: DictConfig, overrides: Iterable[str] = ()) -> None:
     _, num_shards = _select(cfg, "corpus.num_shards")
     if present and shard is not None and not (_integer(shard) and 0 <= shard < (num_shards or 1)):
         raise ConfigError(f"corpus.shard={shard!r}: must be null or an integer in [0, corpus.num_shards={num_shards})")
+    census_nodes = [("corpus", OmegaConf.select(cfg, "corpus", default=None))]
+    census_nodes += [(f"bias_eval.corpora.{name}", node) for name, node in
+                     (OmegaConf.select(cfg, "bias_eval.corpora", default=None) or {}).items()]
+    for where, node in census_nodes:  # the census's `names` chooses SSA names (name corpora: a CSV list)
+        if isinstance(node, DictConfig) and node.get("name") == "census" and \
+                node.get("names", "all") not in ("all", "heldout"):
+            raise ConfigError(f"{where}.names={node.get('names')!r}: must be all or heldout (the census benchmark "
+                              "scores every SSA name, or only those name substitution never trains on)")
     for key in ("trainer.device", "tagger.device"):
         present, device = _select(cfg, key)
         if present and isinstance(device, str) and device.startswith("cuda"):

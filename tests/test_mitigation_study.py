@@ -69,3 +69,13 @@ def test_a_finished_evaluation_is_kept_only_with_the_same_settings(tmp_path):
     (tmp_path / "metrics.json").write_text(json.dumps({"metrics": {"winogender/ALL/accuracy": 0.5}}))
     assert _finished_evaluation(tmp_path, "corpus: {sample: 10}\n") == {"winogender/ALL/accuracy": 0.5}
     assert _finished_evaluation(tmp_path, "corpus: {sample: 20}\n") is None  # other settings: redo
+
+
+def test_a_census_name_subset_typo_stops_before_training():
+    from nerbias.validation import ConfigError, validate
+    cfg = compose_config("train", ["experiment=mitigation_study", "bias_eval.corpora.census.names=held"])
+    with pytest.raises(ConfigError, match="bias_eval.corpora.census.names='held': must be all or heldout"):
+        validate(cfg)
+    with pytest.raises(ConfigError, match="corpus.names='half'"):
+        validate(compose_config("evaluate", ["corpus=census", "corpus.names=half"]))
+    validate(compose_config("evaluate", ["corpus=census", "corpus.names=heldout", "tagger=spacy"]))
