@@ -243,3 +243,15 @@ def test_a_missing_model_option_is_a_config_error():
     cfg = compose_config("evaluate", ["tagger=transformers", "corpus=winogender", "logger=none"])
     with pytest.raises(ConfigError, match="tagger.model: missing; give a saved model folder or a hub id"):
         run_evaluation(cfg, "/tmp/never-written")
+
+
+def test_shards_know_a_model_folder_by_its_content(tmp_path):
+    from nerbias.bias.runner import file_fingerprint
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"weights")
+    before = file_fingerprint(folder)
+    (folder / "model.safetensors").write_bytes(b"retrained")
+    assert before is not None and file_fingerprint(folder) != before
+    assert file_fingerprint(tmp_path / "missing") is None

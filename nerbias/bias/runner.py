@@ -101,25 +101,34 @@ def score_shard(cfg: DictConfig, corpus: NameSubstitutionCorpus, tagger, shard: 
 
 
 def file_fingerprint(path: Any) -> str | None:
-    """sha256 of a tagger's file (a checkpoint), so shards of another model never merge; None otherwise."""
+    """sha256 of a tagger's file (a checkpoint, a Flair model) or of every file of its folder (a saved
+    Hugging Face model: names and contents), so shards of another model never merge; None otherwise."""
     import hashlib
 
-    if not path or not Path(str(path)).is_file():
+    if not path or not Path(str(path)).exists():
         return None
+    root = Path(str(path))
+    files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
+    for file in files:
+        if root.is_dir():
+            digest.update(str(file.relative_to(root)).encode() + b"\0")
+        with open(file, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
     return digest.hexdigest()
 
 
 def shard_identity(cfg: DictConfig, num_shards: int) -> dict[str, Any]:
-    """What must agree between the shards of one evaluation: corpus, sample, names, tagger (by content)."""
+    """What must agree between the shards of one evaluation: corpus, sample, names, tagger (by content,
+    and how a Hugging Face tagger reads its confidence and length limit)."""
     c, t = cfg.corpus, cfg.tagger
     return {"corpus": c.name, "lowercase": bool(c.get("lowercase")), "sample": c.get("sample"),
             "seed": int(c.seed), "num_shards": num_shards, "rule": c.get("rule"), "names": str(c.get("names")),
             "tagger_kind": t.get("kind"), "tagger_path": str(t.get("path")), "tagger_model": t.get("model"),
-            "tagger_fingerprint": file_fingerprint(t.get("path"))}
+            "tagger_fingerprint": file_fingerprint(t.get("path") or t.get("model")),
+            "tagger_confidence": t.get("confidence"), "tagger_max_length": t.get("max_length"),
+            "tagger_overflow": t.get("overflow")}
 
 
 def read_shard(path: Path, shard: int, identity: dict[str, Any]) -> tuple[NameStatistics, dict[str, Any]]:
