@@ -173,3 +173,7 @@ def test_debiased_training_writes_the_diagnostic(tmp_path):
     report = json.loads((out / "embedding_coverage.json").read_text())["debias"]
     assert report["names"] == 3 and report["mean_abs_projection_before"] > 0.1
     assert report["mean_abs_projection_after"] < 1e-6
+    directions = report["per_direction"]
+    assert list(directions) == ["gender", "race_1", "race_2"][:report["directions"]] and "gender" in directions
+    assert all(d["mean_abs_cosine_after"] < 1e-6 for d in directions.values())
+    assert max(d["mean_abs_cosine_before"] for d in directions.values()) > 0.05

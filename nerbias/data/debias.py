@@ -63,6 +63,21 @@ def bias_subspace(vectors: np.ndarray, index: dict[str, int], gender: list[list[
     return q.T  # [directions, dim], orthonormal
 
 
+def direction_names(subspace: np.ndarray, has_gender: bool = True) -> list[str]:
+    """Names of the subspace's rows: the gender direction first (QR keeps its direction), then the race
+    directions, each made orthogonal to those before it."""
+    race = len(subspace) - int(has_gender)
+    return (["gender"] if has_gender else []) + [f"race_{k + 1}" for k in range(race)]
+
+
+def direction_projections(vectors: np.ndarray, subspace: np.ndarray) -> np.ndarray:
+    """Mean over the rows of |cosine| with each direction of the subspace (one value a direction)."""
+    if not len(vectors):
+        return np.full(len(subspace), np.nan)
+    unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    return np.abs(unit @ subspace.T).mean(axis=0)
+
+
 def bias_projection(vectors: np.ndarray, subspace: np.ndarray) -> float:
     """Mean over the rows of |projection on B| (the norm of the part of each vector inside B)."""
     if not len(vectors):

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from nerbias.data.debias import bias_projection, hard_debias
+from nerbias.data.debias import bias_projection, direction_names, direction_projections, hard_debias
 from nerbias.data.embeddings import coverage, embedding_matrix, load_keyed_vectors
 from nerbias.errors import NerbiasError
 from nerbias.data.vocab import Vocabulary
@@ -72,11 +72,18 @@ class WordVectors:
         self.keyed  # noqa: B018  (loads and de-biases on first use)
         keys = [n.lower() if self.lowercase else n for n in names]
         rows = [self._original.key_to_index[k] for k in keys if k in self._original.key_to_index]
-        before = bias_projection(self._original.vectors[rows].astype(np.float64), self._subspace)
-        after = bias_projection(self._keyed.vectors[rows].astype(np.float64), self._subspace)
+        original, debiased = (vectors[rows].astype(np.float64) for vectors in (self._original.vectors,
+                                                                                self._keyed.vectors))
+        before = bias_projection(original, self._subspace)
+        after = bias_projection(debiased, self._subspace)
         log.info("bias-subspace projection of %d evaluation names: %.4f before, %.2g after", len(rows), before, after)
+        per_direction = {name: {"mean_abs_cosine_before": float(b), "mean_abs_cosine_after": float(a)}
+                         for name, b, a in zip(direction_names(self._subspace),
+                                               direction_projections(original, self._subspace),
+                                               direction_projections(debiased, self._subspace))}
         return {"method": "hard", "directions": len(self._subspace), "names": len(rows),
-                "mean_abs_projection_before": before, "mean_abs_projection_after": after}
+                "mean_abs_projection_before": before, "mean_abs_projection_after": after,
+                "per_direction": per_direction}
 
     def vocabulary_words(self) -> list[str]:
         """Words added to the training vocabulary (names unseen in training keep their vectors)."""
