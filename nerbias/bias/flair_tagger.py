@@ -85,14 +85,19 @@ class FlairSlotTagger:
     def _is_person(self, kind: str) -> bool:
         return kind.upper() in self.person_types
 
+    def _is_person_tag(self, tag: str) -> bool:
+        try:
+            return canonical_tag(tag, tuple(self.person_types)).endswith(f"-{PERSON}")
+        except NerbiasError:  # Flair's own entries (<unk>, <START>, <STOP>) are no entity type
+            return False
+
     def _person_probability(self, token: Any) -> float | None:
         distribution = token.get_tags_proba_dist(self.label_type)
         if not distribution:
             return None
         total = 0.0
         for label in distribution:  # BIOES tags: "S-PER", "B-PER", ...; token-level models: "PER"
-            if label.value not in ("<unk>", "<START>", "<STOP>") and \
-                    canonical_tag(label.value, tuple(self.person_types)).endswith(f"-{PERSON}"):
+            if self._is_person_tag(label.value):
                 total += float(label.score)
         return min(max(total, 0.0), 1.0)
 
