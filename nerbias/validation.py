@@ -43,6 +43,7 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "trainer.grad_clip": (lambda v: v is None or (_number(v) and v > 0), "a number > 0, or null (no clipping)"),
     "trainer.optimizer.lr": (lambda v: _number(v) and v > 0, "a number > 0"),
     "trainer.embedding_lr": (lambda v: v is None or (_number(v) and v > 0), "a number > 0, or null"),
+    "trainer.lr_decay": (lambda v: v is None or (_number(v) and v >= 0), "a number >= 0, or null"),
     "trainer.device": (lambda v: isinstance(v, str) and bool(_DEVICE.fullmatch(v)), "auto, cpu, cuda or cuda:N"),
     "model.dropout": (lambda v: _number(v) and 0 <= v < 1, "a number in [0, 1)"),
     "model.word_dropout": (lambda v: _number(v) and 0 <= v < 1, "a number in [0, 1)"),

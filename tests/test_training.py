@@ -160,3 +160,21 @@ def test_conceptnet_embeddings_train_and_report_name_coverage(tiny_data_dir, tmp
     assert coverage["names"] == 121 and coverage["found"] == len(expected_found)
     assert "Aaliyah" in coverage["missing"] and "Valentina" not in coverage["missing"]
     assert coverage["missing_by_group"]["Aaliyah"] == "Black Female"
+
+
+def test_lr_decay_follows_the_epoch_and_survives_resumption(tiny_data_dir, tmp_path):
+    decay = ["trainer=sgd", "trainer.batch_size=8", "trainer.max_epochs=3", "trainer.patience=10"]
+    straight = train_in_process(tiny_data_dir, tmp_path / "straight", decay)
+    history = json.loads((tmp_path / "straight" / "metrics.json").read_text())["history"]
+    trainer = load_checkpoint(tmp_path / "straight" / "checkpoints" / "last.pt")["config"]["trainer"]
+    assert trainer["optimizer"]["_target_"] == "torch.optim.SGD" and trainer["lr_decay"] == 0.05
+    lr = trainer["optimizer"]["lr"]
+    assert [h["lr"] for h in history] == pytest.approx([lr / (1 + 0.05 * e) for e in range(3)])
+
+    split = tmp_path / "split"
+    train_in_process(tiny_data_dir, split, decay + ["trainer.max_epochs=2"])
+    resumed = train_in_process(tiny_data_dir, split, decay + ["trainer.resume=true"])
+    again = json.loads((split / "metrics.json").read_text())["history"]
+    # the saved optimizer state holds epoch 2's decayed rate; the schedule must not decay it twice
+    assert [h["lr"] for h in again] == [h["lr"] for h in history]
+    assert resumed == straight

@@ -81,6 +81,8 @@ class TaggerOptimizer:
 
     Fine-tuning a 400k x 50 table with dense Adam costs more than the whole network; sparse
     gradients touch only the rows of a batch. Gradient clipping applies to dense parameters.
+    ``trainer.lr_decay`` (Ma & Hovy 2016) sets every learning rate at epoch ``e`` (from 0) to
+    ``lr / (1 + lr_decay * e)``; it is a function of the epoch alone, so a resumed run gets it right.
     """
 
     def __init__(self, model: torch.nn.Module, tcfg: DictConfig):
@@ -92,6 +94,17 @@ class TaggerOptimizer:
         self.dense = instantiate(tcfg.optimizer)(dense)
         lr = tcfg.get("embedding_lr") or tcfg.optimizer.lr
         self.sparse = torch.optim.SparseAdam(sparse, lr=lr) if sparse else None
+        self.lr_decay = tcfg.get("lr_decay") or 0.0  # validated with the rest of the config
+        self._base_lrs = [[group["lr"] for group in opt.param_groups] for opt in self._optimizers()]
+
+    def _optimizers(self) -> list[torch.optim.Optimizer]:
+        return [self.dense] + ([self.sparse] if self.sparse is not None else [])
+
+    def start_epoch(self, epoch: int) -> None:
+        """Set the learning rates for ``epoch`` (0-based) from the configured ones."""
+        for opt, base_lrs in zip(self._optimizers(), self._base_lrs):
+            for group, base in zip(opt.param_groups, base_lrs):
+                group["lr"] = base / (1.0 + self.lr_decay * epoch)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         self.dense.zero_grad(set_to_none=set_to_none)
@@ -194,6 +207,7 @@ class Trainer:
                 break
             started = time.perf_counter()
             model.train()
+            optimizer.start_epoch(epoch)
             total_loss, n_batches, n_sentences = 0.0, 0, 0
             train = self.augmentation.epoch(data["train"], cfg.seed, epoch)
             batches = iterate_batches(train, tagger.encoder, tcfg.batch_size, shuffle=True, generator=shuffle_gen)
@@ -219,7 +233,8 @@ class Trainer:
             dev_scores, _ = evaluate_split(tagger, data["dev_epoch"], tcfg.eval_batch_size, f"dev (epoch {epoch + 1})")
             record = {"epoch": epoch + 1, "train_loss": total_loss / max(n_batches, 1), "dev_f1": dev_scores["f1"],
                       "dev_sentences": len(data["dev_epoch"]),  # what the early-stopping F1 covers
-                      "train_sentences_per_second": n_sentences / train_seconds}
+                      "train_sentences_per_second": n_sentences / train_seconds,
+                      "lr": optimizer.dense.param_groups[0]["lr"]}
             history.append(record)
             improved = dev_scores["f1"] > best_f1
             if improved:
