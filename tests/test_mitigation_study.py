@@ -40,6 +40,14 @@ def test_each_condition_composes_with_the_study_and_switches_on_only_its_options
     assert cfg.bias_eval.corpora.winogender.seed == 0  # one sample for every condition and seed
 
 
+def test_the_elmo_comparison_run_is_the_baseline_recipe_on_elmo_evaluated_as_the_study():
+    elmo = compose_config("train", ["experiment=mitigation_study_elmo", "seed=1"])
+    baseline = compose_config("train", ["experiment=mitigation_study", "mitigation=baseline", "seed=1"])
+    assert elmo.condition == "elmo" and elmo.embeddings.kind == "elmo" and elmo.trainer.max_epochs == 50
+    assert elmo.bias_eval == baseline.bias_eval and elmo.augment == baseline.augment
+    assert elmo.model == baseline.model and elmo.seed == baseline.seed
+
+
 def test_the_study_is_not_on_unless_asked():
     cfg = compose_config("train", [])
     assert "condition" not in cfg and cfg.augment.names == 0 and cfg.embeddings.debias is None
