@@ -117,6 +117,7 @@ def test_the_refusal_of_a_pickled_checkpoint_keeps_torchs_reason_in_plain_text(t
 TRAIN_BAD = [("trainer.batch_size=-1", "trainer.batch_size=-1: must be an integer >= 1"),
              ("trainer.eval_batch_size=0", "trainer.eval_batch_size=0"),
              ("trainer.optimizer.lr=0", "trainer.optimizer.lr=0: must be a number > 0"),
+             ("trainer.lr_decay=-0.05", "trainer.lr_decay=-0.05: must be a number >= 0, or null"),
              ("model.dropout=1.0", "model.dropout=1.0: must be a number in [0, 1)"),
              ("seed=-1", "seed=-1: must be an integer >= 0"),
              ("trainer.device=gpu", "trainer.device='gpu': must be auto, cpu, cuda or cuda:N"),
