@@ -5,6 +5,8 @@
 # <sweep dir>/study/study.md: one table per corpus with intervals and paired differences from the baseline.
 #   bash scripts/mitigation_study.sh                  # about 2-3 hours on 2 CPU cores, one job at a time
 #   bash scripts/mitigation_study.sh logger=none      # extra arguments are Hydra overrides for every job
+# Then the ELMo-style model, trained to convergence and evaluated the same way, joins the tables as
+# condition "elmo" (experiment=mitigation_study_elmo; about 4.6 min an epoch more; STUDY_ELMO=0 skips it).
 # SWEEP_DIR=<dir> picks the sweep directory (default logs/train/mitigation_study). Rerunning the same
 # command resumes: each job continues from its last checkpoint and finished evaluations are kept.
 set -euo pipefail
@@ -14,4 +16,8 @@ sweep_dir="${SWEEP_DIR:-logs/train/mitigation_study}"
 .venv/bin/python train.py -m experiment=mitigation_study "hydra.sweep.dir=$sweep_dir" "$@"
 .venv/bin/python train.py -m experiment=mitigation_study "hydra.sweep.dir=$sweep_dir" seed=3 \
   mitigation=baseline,combined "$@"
+if [ "${STUDY_ELMO:-1}" != 0 ]; then
+  .venv/bin/python train.py experiment=mitigation_study_elmo seed=1 "hydra.run.dir=$sweep_dir/elmo-seed1" \
+    trainer.resume=true "$@"
+fi
 .venv/bin/python aggregate.py --study "$sweep_dir"
