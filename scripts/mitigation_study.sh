@@ -6,7 +6,7 @@
 #   bash scripts/mitigation_study.sh                  # about 2-3 hours on 2 CPU cores, one job at a time
 #   bash scripts/mitigation_study.sh logger=none      # extra arguments are Hydra overrides for every job
 # Then the ELMo-style model, trained to convergence and evaluated the same way, joins the tables as
-# condition "elmo" (experiment=mitigation_study_elmo; about 4.6 min an epoch more; STUDY_ELMO=0 skips it).
+# condition "elmo" (experiment=mitigation_study_elmo; 3.0-3.6 min an epoch; STUDY_ELMO=0 skips it).
 # SWEEP_DIR=<dir> picks the sweep directory (default logs/train/mitigation_study). Rerunning the same
 # command resumes: each job continues from its last checkpoint and finished evaluations are kept.
 set -euo pipefail
