@@ -49,6 +49,8 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "model.word_dropout": (lambda v: _number(v) and 0 <= v < 1, "a number in [0, 1)"),
     "model.lstm_hidden": (lambda v: _integer(v) and v >= 1, "an integer >= 1"),
     "model.lstm_layers": (lambda v: _integer(v) and v >= 1, "an integer >= 1"),
+    "model.char_encoder": (lambda v: v in (None, "cnn", "lstm"), "cnn, lstm or null (no character features)"),
+    "model.char_lstm_hidden": (lambda v: _integer(v) and v >= 1, "an integer >= 1"),
     "embeddings.dim": (lambda v: v is None or (_integer(v) and v >= 1), "an integer >= 1"),
     "data.max_train_sentences": (lambda v: v is None or (_integer(v) and v >= 1), "an integer >= 1, or null (all)"),
     "data.max_eval_sentences": (lambda v: v is None or (_integer(v) and v >= 1), "an integer >= 1, or null (all)"),

@@ -1,4 +1,4 @@
-"""The tagger: word embedding (+ character CNN) -> BiLSTM -> constrained CRF.
+"""The tagger: word embedding (+ character CNN or character BiLSTM) -> BiLSTM -> constrained CRF.
 
 With ``TaggerConfig.elmo`` set, an ELMo token encoder (``nerbias.models.elmo``) replaces the word
 embedding and character CNN: its scalar mix of biLM layers is the BiLSTM's only input.
@@ -19,10 +19,12 @@ from nerbias.models.crf import ConstrainedCRF
 class TaggerConfig:
     word_dim: int = 50
     freeze_words: bool = False
-    char_cnn: bool = True
+    # Character features of each word: "cnn" (Ma & Hovy 2016), "lstm" (Lample et al. 2016) or None.
+    char_encoder: str | None = "cnn"
     char_dim: int = 30
-    char_filters: int = 50
-    char_widths: Sequence[int] = field(default_factory=lambda: (3,))
+    char_filters: int = 50  # cnn
+    char_widths: Sequence[int] = field(default_factory=lambda: (3,))  # cnn
+    char_lstm_hidden: int = 25  # lstm, per direction
     lstm_hidden: int = 200
     lstm_layers: int = 1
     dropout: float = 0.5
@@ -32,6 +34,26 @@ class TaggerConfig:
     # ELMo token encoder instead of word + char features: {"options": <options.json layout>,
     # "freeze_lm": bool, "dropout": float} (plain values, so checkpoints load with weights_only).
     elmo: Mapping[str, Any] | None = None
+
+
+CHAR_ENCODERS = ("cnn", "lstm")
+_CHAR_ENCODER_OPTIONS = {"cnn": ("char_filters", "char_widths"), "lstm": ("char_lstm_hidden",)}
+
+
+def effective_model_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` (a ``model`` config section or a checkpoint's ``model_config``) as they act on the model.
+
+    Configs and checkpoints written before ``char_encoder`` existed said ``char_cnn: true|false``;
+    that becomes ``char_encoder: cnn|None``. The options of a character encoder not in use are dropped,
+    so two runs that differ only in them compare equal (``check_same_run``).
+    """
+    values = dict(options)
+    if "char_cnn" in values:
+        legacy = values.pop("char_cnn")
+        values.setdefault("char_encoder", "cnn" if legacy else None)
+    unused = [key for encoder, keys in _CHAR_ENCODER_OPTIONS.items() if encoder != values.get("char_encoder", "cnn")
+              for key in keys]
+    return {key: value for key, value in values.items() if key not in unused}
 
 
 class CharCNN(nn.Module):
@@ -61,8 +83,46 @@ class CharCNN(nn.Module):
         return features.view(batch, time, self.output_dim)
 
 
+class CharLSTM(nn.Module):
+    """Character embeddings -> BiLSTM over the word -> the last state of each direction (Lample et al. 2016).
+
+    ``chars [batch, time, word_len]`` (ids left-aligned, 0-padded) -> ``[batch, time, 2 * hidden]``;
+    padding words (no characters) get zeros. The forward state ends on the word's suffix, the
+    backward state on its prefix and capital.
+    """
+
+    def __init__(self, num_chars: int, char_dim: int, hidden: int):
+        super().__init__()
+        self.embedding = nn.Embedding(num_chars, char_dim, padding_idx=0)
+        self.lstm = nn.LSTM(char_dim, hidden, batch_first=True, bidirectional=True)
+        self.output_dim = 2 * hidden
+
+    def forward(self, chars: Tensor) -> Tensor:
+        batch, time, length = chars.shape
+        flat = chars.reshape(batch * time, length)
+        lengths = (flat != 0).sum(dim=1)
+        present = (lengths > 0).nonzero().squeeze(1)
+        features = self.embedding.weight.new_zeros(batch * time, self.output_dim)
+        if present.numel():
+            packed = nn.utils.rnn.pack_padded_sequence(self.embedding(flat[present]), lengths[present].cpu(),
+                                                       batch_first=True, enforce_sorted=False)
+            _, (last, _) = self.lstm(packed)  # [2, words, hidden], in the words' own order
+            features = features.index_copy(0, present, torch.cat([last[0], last[1]], dim=1))
+        return features.view(batch, time, self.output_dim)
+
+
+def build_char_encoder(num_chars: int, config: TaggerConfig) -> nn.Module | None:
+    if config.char_encoder is None:
+        return None
+    if config.char_encoder == "cnn":
+        return CharCNN(num_chars, config.char_dim, config.char_filters, config.char_widths)
+    if config.char_encoder == "lstm":
+        return CharLSTM(num_chars, config.char_dim, config.char_lstm_hidden)
+    raise ValueError(f"model.char_encoder={config.char_encoder!r}: must be one of {', '.join(CHAR_ENCODERS)} or null")
+
+
 class WordCharEmbedder(nn.Module):
-    """Word vector (+ char-CNN features) of each token: ``[batch, time, output_dim]``.
+    """Word vector (+ character features) of each token: ``[batch, time, output_dim]``.
 
     Context-free (a token's features depend on the token alone), which is what lets bias
     evaluation cache them per distinct token (``nerbias.models.fast_emissions``). In training,
@@ -84,8 +144,7 @@ class WordCharEmbedder(nn.Module):
                                  f"{(num_words, config.word_dim)}")
             self.words.weight.data.copy_(pretrained)
         self.words.weight.requires_grad_(not config.freeze_words)
-        self.chars = (CharCNN(num_chars, config.char_dim, config.char_filters, config.char_widths)
-                      if config.char_cnn else None)
+        self.chars = build_char_encoder(num_chars, config)
         self.output_dim = config.word_dim + (self.chars.output_dim if self.chars is not None else 0)
 
     def features(self, words: Tensor, chars: Tensor) -> Tensor:

@@ -15,7 +15,7 @@ from nerbias.models.checkpoint import load_checkpoint
 from nerbias.data.conll import Sentence
 from nerbias.data.batching import Encoder
 from nerbias.errors import CheckpointError
-from nerbias.models.bilstm_crf import BiLSTMCRFTagger, TaggerConfig, build_token_embedder
+from nerbias.models.bilstm_crf import BiLSTMCRFTagger, TaggerConfig, build_token_embedder, effective_model_options
 from nerbias.models.embedders import WordVectors
 from nerbias.data.tags import Span, bioes_tag_set, bioes_to_spans
 from nerbias.data.vocab import Vocabulary
@@ -42,7 +42,7 @@ def resolve_device(name: str) -> torch.device:
 
 def tagger_config_from(cfg: Mapping[str, Any]) -> TaggerConfig:
     known = TaggerConfig.__dataclass_fields__
-    values = {key: value for key, value in dict(cfg).items() if key in known}
+    values = {key: value for key, value in effective_model_options(cfg).items() if key in known}
     if "char_widths" in values:
         values["char_widths"] = tuple(values["char_widths"])
     return TaggerConfig(**values)

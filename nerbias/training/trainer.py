@@ -25,6 +25,7 @@ from nerbias.data.conll2003 import load_conll2003
 from nerbias.errors import CheckpointError, NerbiasError
 from nerbias.fileio import atomic_write_json
 from nerbias.loggers import NullLogger, model_artifact_name
+from nerbias.models.bilstm_crf import effective_model_options
 from nerbias.models.checkpoint import load_checkpoint, save_checkpoint
 from nerbias.models.tagger import NerTagger, resolve_device
 from nerbias.scoring import evaluate_split, write_predictions
@@ -62,7 +63,10 @@ def _without_targets(section: Any) -> Any:
 
 
 def _run_defining(config: Mapping[str, Any], key: str) -> Any:
-    section = _without_targets(config.get(key))
+    section = config.get(key)
+    if key == "model" and isinstance(section, Mapping):
+        section = effective_model_options(section)
+    section = _without_targets(section)
     if key == "augment" and not any((section or {}).get(p) for p in AUGMENT_PROBABILITIES):
         return None  # switched off, or a run saved before augmentation existed: the same training
     return section
