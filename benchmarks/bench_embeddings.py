@@ -1,4 +1,4 @@
-"""Training throughput (sentences/s) of the tagger with each embedding choice.
+"""Training throughput (sentences/s) of the tagger with each embedding choice (and model config).
 
 Builds each model exactly as ``train.py embeddings=<kind>`` would (composing the real
 configs) and times optimizer steps on CoNLL-03 training sentences. ConceptNet needs a
@@ -6,6 +6,7 @@ Numberbatch file (``--numberbatch``); without it a random 300-d file in the offi
 over the training vocabulary stands in (same shapes, so the same speed).
 
     .venv/bin/python benchmarks/bench_embeddings.py [--sentences 512] [--kinds glove random conceptnet elmo]
+    .venv/bin/python benchmarks/bench_embeddings.py --kinds glove --models bilstm_crf bilstm_crf_char_lstm
 """
 
 from __future__ import annotations
@@ -46,15 +47,17 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=512)
     parser.add_argument("--kinds", nargs="+", default=["glove", "random", "conceptnet", "elmo"])
     parser.add_argument("--numberbatch", default=None)
+    parser.add_argument("--models", nargs="+", default=["bilstm_crf"], help="model configs (configs/model/)")
     args = parser.parse_args()
     sentences = conll_sentences("train", args.sentences)
     if sentences is None:
         raise SystemExit("needs CoNLL-03 (set NERBIAS_DATA_DIR)")
-    print(f"# {machine()}; {len(sentences)} CoNLL-03 training sentences, batch 32, default model config")
-    print(f"{'embeddings':12s} {'parameters':>12s} {'sentences/s':>12s}")
+    print(f"# {machine()}; {len(sentences)} CoNLL-03 training sentences, batch 32")
+    print(f"{'embeddings':12s} {'model':22s} {'parameters':>12s} {'sentences/s':>12s}")
     with tempfile.TemporaryDirectory() as tmp, initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        for kind in args.kinds:
-            overrides = [f"embeddings={kind}", f"paths.data_dir={default_data_dir()}", "paths.output_dir=."]
+        for kind, model in ((kind, model) for kind in args.kinds for model in args.models):
+            overrides = [f"embeddings={kind}", f"model={model}", f"paths.data_dir={default_data_dir()}",
+                         "paths.output_dir=."]
             if kind == "conceptnet":
                 path = args.numberbatch or stand_in_numberbatch(sentences, Path(tmp))
                 overrides.append(f"embeddings.path={path}")
@@ -77,7 +80,7 @@ def main() -> None:
             epoch()
             rate = len(sentences) / (time.perf_counter() - start)
             params = sum(p.numel() for p in tagger.model.parameters())
-            print(f"{kind:12s} {params:12,d} {rate:12.0f}   (CoNLL-03 epoch ~{math.ceil(14041 / rate / 60)} min)")
+            print(f"{kind:12s} {model:22s} {params:12,d} {rate:12.0f}   (CoNLL-03 epoch ~{math.ceil(14041 / rate / 60)} min)")
 
 
 if __name__ == "__main__":
