@@ -36,8 +36,8 @@ class TaggerConfig:
     elmo: Mapping[str, Any] | None = None
 
 
-CHAR_ENCODERS = ("cnn", "lstm")
-_CHAR_ENCODER_OPTIONS = {"cnn": ("char_filters", "char_widths"), "lstm": ("char_lstm_hidden",)}
+# Each character encoder and the TaggerConfig options only it reads.
+CHAR_ENCODER_OPTIONS = {"cnn": ("char_filters", "char_widths"), "lstm": ("char_lstm_hidden",)}
 
 
 def effective_model_options(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -51,7 +51,7 @@ def effective_model_options(options: Mapping[str, Any]) -> dict[str, Any]:
     if "char_cnn" in values:
         legacy = values.pop("char_cnn")
         values.setdefault("char_encoder", "cnn" if legacy else None)
-    unused = [key for encoder, keys in _CHAR_ENCODER_OPTIONS.items() if encoder != values.get("char_encoder", "cnn")
+    unused = [key for encoder, keys in CHAR_ENCODER_OPTIONS.items() if encoder != values.get("char_encoder", "cnn")
               for key in keys]
     return {key: value for key, value in values.items() if key not in unused}
 
@@ -118,7 +118,7 @@ def build_char_encoder(num_chars: int, config: TaggerConfig) -> nn.Module | None
         return CharCNN(num_chars, config.char_dim, config.char_filters, config.char_widths)
     if config.char_encoder == "lstm":
         return CharLSTM(num_chars, config.char_dim, config.char_lstm_hidden)
-    raise ValueError(f"model.char_encoder={config.char_encoder!r}: must be one of {', '.join(CHAR_ENCODERS)} or null")
+    raise ValueError(f"model.char_encoder={config.char_encoder!r}: must be one of {', '.join(CHAR_ENCODER_OPTIONS)} or null")
 
 
 class WordCharEmbedder(nn.Module):
