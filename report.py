@@ -25,12 +25,32 @@ def parse_years(text: str | None) -> list[int] | None:
     years: list[int] = []
     for part in text.split(","):
         part = part.strip()
-        if "-" in part:
-            first, last = (int(x) for x in part.split("-", 1))
+        bounds = part.split("-", 1)
+        if part and not all(bound.strip().isdigit() for bound in bounds):
+            raise NerbiasError(f"--census-years {text!r}: {part!r} is not a year or a range FIRST-LAST "
+                               "(e.g. 1880-1900,1950,2018)")
+        if len(bounds) == 2:
+            first, last = (int(x) for x in bounds)
+            if first > last:
+                raise NerbiasError(f"--census-years {text!r}: the range {part!r} is empty (FIRST-LAST, FIRST <= LAST)")
             years.extend(range(first, last + 1))
         elif part:
             years.append(int(part))
+    if not years:
+        raise NerbiasError(f"--census-years {text!r}: no year given")
     return years
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Every option's value, before any file is read or written (one line each, exit 2)."""
+    at_least = {"--n-boot": (args.n_boot, 1), "--n-permutations": (args.n_permutations, 1),
+                "--census-boot": (args.census_boot, 1), "--census-permutations": (args.census_permutations, 0)}
+    for option, (value, minimum) in at_least.items():
+        if value < minimum:
+            raise NerbiasError(f"{option} {value}: must be an integer >= {minimum}")
+    if not 0 < args.confidence < 1:
+        raise NerbiasError(f"--confidence {args.confidence}: must be a level between 0 and 1, e.g. 0.95")
+    parse_years(args.census_years)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,6 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    try:
+        check_arguments(args)
+    except NerbiasError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     from nerbias.loggers import NullLogger, WandbLogger
     from nerbias.reporting.report import ReportOptions, render_report

@@ -23,14 +23,24 @@ class CheckpointError(NerbiasError):
     """A file that is not a nerbias checkpoint, or one from an incompatible version."""
 
 
+class Interrupted(NerbiasError):
+    """Ctrl-C: stopped on request, with what to rerun. Exits 130 (128 + SIGINT, the shell's code for
+    Ctrl-C), so a sweep driver tells a stop from bad input (2)."""
+
+    exit_code = 130
+
+
 def run_or_exit(task, *args, log_name: str = "nerbias"):
     """Run an entry point's task; a user error becomes one clear line on stderr and exit code 2."""
     import logging
     import sys
 
     try:
-        return task(*args)
+        try:
+            return task(*args)
+        except KeyboardInterrupt:  # Ctrl-C outside a step that says more (the trainer names its epoch)
+            raise Interrupted("interrupted") from None
     except NerbiasError as error:
         logging.getLogger(log_name).error("%s", error)  # into the run's log file
         print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(getattr(error, "exit_code", 2))

@@ -6,14 +6,19 @@ A killed process therefore never leaves a half-written file under the final name
 from __future__ import annotations
 
 import errno
+import glob
+import hashlib
 import json
 import os
+import sys
 import tempfile
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
-from nerbias.errors import NerbiasError
+from hydra.experimental.callback import Callback
+
+from nerbias.errors import DataFormatError, NerbiasError
 
 
 # Every task writes its config, interpolations resolved, under this name in its run directory.
@@ -38,6 +43,34 @@ def check_writable(folder: str | Path) -> Path:
     except OSError as error:
         raise _write_error(folder, error) from None
     return folder
+
+
+class WritableRunDirectory(Callback):
+    """Hydra callback (``configs/hydra/default.yaml``): the run directory (the sweep directory under
+    ``-m``) must be writable before Hydra creates its log file there, which would otherwise fail with
+    a traceback from the logging module. A directory that is not writable is one line naming it, exit 2."""
+
+    def on_run_start(self, config: Any, **kwargs: Any) -> None:
+        self._check(config, "hydra.run.dir")
+
+    def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+        self._check(config, "hydra.sweep.dir")
+
+    @staticmethod
+    def _check(config: Any, key: str) -> None:
+        from hydra.core.hydra_config import HydraConfig
+        from omegaconf import OmegaConf
+
+        HydraConfig.instance().set_config(config)  # as Hydra's run_job does next: ${hydra:...} resolves
+        try:
+            folder = OmegaConf.select(config, key)
+        except Exception:  # an interpolation that cannot resolve: Hydra reports it itself
+            return
+        try:
+            check_writable(str(folder))
+        except NerbiasError as error:
+            print(f"error: {error}", file=sys.stderr)
+            sys.exit(2)
 
 
 @contextmanager
@@ -73,11 +106,13 @@ def atomic_files(paths: Sequence[str | Path]) -> Iterator[list[Path]]:
         yield [stack.enter_context(atomic_path(path)) for path in paths]
 
 
-def remove_orphans(folder: str | Path) -> list[Path]:
+def remove_orphans(folder: str | Path, name: str | None = None) -> list[Path]:
     """Delete the temporary files that killed writes left in ``folder`` (``.<name>.*.tmp``); call it
-    only on folders one process owns (a run directory), never on one shared by running jobs."""
+    only on folders one process owns (a run directory). In a folder shared by running jobs (shards),
+    pass ``name``: only the leftovers of that file, which this process is about to write, go."""
     removed = []
-    for path in Path(folder).glob(".*.tmp"):
+    pattern = f".{glob.escape(name)}.*.tmp" if name is not None else ".*.tmp"
+    for path in Path(folder).glob(pattern):
         if path.is_file():
             path.unlink(missing_ok=True)
             removed.append(path)
@@ -98,3 +133,38 @@ def write_csv(path: str | Path, frame: Any, float_format: str = "%.6g") -> Path:
     with atomic_path(path) as tmp:
         frame.to_csv(tmp, index=False, float_format=float_format)
     return Path(path)
+
+
+# A run's metrics.json lists its result files under this key: {file name: {"rows": ..., "sha256": ...}}.
+FILE_RECORD = "files"
+
+
+def _rows_and_digest(path: Path) -> tuple[int, str]:
+    raw = path.read_bytes()
+    return max(len(raw.splitlines()) - 1, 0), hashlib.sha256(raw).hexdigest()  # rows below the header
+
+
+def record_files(written: Mapping[str, str | Path]) -> dict[str, dict[str, Any]]:
+    """``{final name: {"rows", "sha256"}}`` of CSV files just written (``written``: final name -> the
+    file as written, e.g. its temporary path), for the run's metrics.json."""
+    record = {}
+    for name, path in written.items():
+        rows, digest = _rows_and_digest(Path(path))
+        record[name] = {"rows": rows, "sha256": digest}
+    return record
+
+
+def check_recorded_files(folder: str | Path, record: Mapping[str, Mapping[str, Any]]) -> None:
+    """Each file of ``record`` (what metrics.json says the run wrote) is there with the same rows and
+    content; a truncated, edited or missing one is a DataFormatError naming it."""
+    for name, expected in record.items():
+        path = Path(folder) / name
+        if not path.is_file():
+            raise DataFormatError(path, "missing, though the run's metrics.json lists it")
+        rows, digest = _rows_and_digest(path)
+        if rows != expected.get("rows"):
+            raise DataFormatError(path, f"{rows} rows, but the run wrote {expected.get('rows')} (metrics.json): "
+                                        "truncated or edited; rerun the evaluation")
+        if digest != expected.get("sha256"):
+            raise DataFormatError(path, "content differs from what the run wrote (sha256 in metrics.json): "
+                                        "edited or damaged; rerun the evaluation")

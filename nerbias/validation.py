@@ -8,6 +8,7 @@ misspelt one, and the run would silently use the default.
 
 from __future__ import annotations
 
+import importlib
 import math
 import re
 from pathlib import Path
@@ -107,9 +108,50 @@ def check_appended_keys(overrides: Iterable[str]) -> None:
                               f"(a typo? without '+', Hydra checks the key exists)")
 
 
+def _target_problem(target: Any) -> str | None:
+    """Why a ``_target_`` cannot be found (a typo: no such module or attribute), or None. A module
+    that exists but fails to import for another reason is left for the build to report."""
+    if not isinstance(target, str) or not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", target):
+        return "must be a dotted path to a class or function"
+    parts = target.split(".")
+    for cut in range(len(parts), 0, -1):
+        module_name = ".".join(parts[:cut])
+        try:
+            found = importlib.import_module(module_name)
+        except ModuleNotFoundError as error:
+            if error.name and (module_name == error.name or module_name.startswith(error.name + ".")):
+                continue  # this prefix is not a module: try a shorter one
+            return None  # the module exists but lacks a dependency of its own
+        except Exception:  # noqa: BLE001 - any other import failure is the build's to report
+            return None
+        for depth, attribute in enumerate(parts[cut:], start=cut):
+            if not hasattr(found, attribute):
+                return f"{'.'.join(parts[:depth])} has no {attribute!r} (a typo?)"
+            found = getattr(found, attribute)
+        return None
+    return f"no module named {parts[0]!r} (a typo?)"
+
+
+def check_targets(cfg: DictConfig) -> None:
+    """Every ``_target_`` of the config names something importable, before any data is read
+    (Hydra would find a misspelt optimizer only when it builds it, after data and embeddings)."""
+    def walk(node: Any, prefix: str) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "_target_":
+                    problem = _target_problem(value)
+                    if problem:
+                        raise ConfigError(f"{prefix}_target_={value!r}: {problem}")
+                elif key != "hydra":
+                    walk(value, f"{prefix}{key}.")
+
+    walk(OmegaConf.to_container(cfg, resolve=False), "")
+
+
 def validate(cfg: DictConfig, overrides: Iterable[str] = ()) -> None:
     """Raise ConfigError for the first value outside what its key allows."""
     check_appended_keys(overrides)
+    check_targets(cfg)
     for key, (allowed, description) in RULES.items():
         present, value = _select(cfg, key)
         if present and not allowed(value):
@@ -139,6 +181,13 @@ def validate(cfg: DictConfig, overrides: Iterable[str] = ()) -> None:
                               "tagger.path=logs/train/runs/<run>/checkpoints/best.pt")
         if not Path(str(cfg.tagger.path)).is_file():
             raise ConfigError(f"tagger.path={cfg.tagger.path}: no such checkpoint file")
+    embeddings = OmegaConf.select(cfg, "embeddings", default=None)
+    if isinstance(embeddings, DictConfig) and embeddings.get("source") and "path" in embeddings.keys():
+        if OmegaConf.is_missing(embeddings, "path"):
+            raise ConfigError(f"embeddings.path: missing; embeddings.source={embeddings.source} needs its vectors "
+                              "file, e.g. embeddings.path=/data/numberbatch-en-19.08.txt.gz")
+        if embeddings.path is not None and not Path(str(embeddings.path)).is_file():
+            raise ConfigError(f"embeddings.path={embeddings.path}: no such file")
     examples = {"transformers": "a saved model folder or a hub id, e.g. tagger.model=dslim/bert-base-NER",
                 "flair": "the path of a trained SequenceTagger, e.g. tagger.model=/models/ner-english/final-model.pt"}
     kind = OmegaConf.select(cfg, "tagger.kind", default=None)

@@ -27,7 +27,6 @@ TEMPLATES = (
     HEADER
     + "technician\tcustomer\t1\tThe $OCCUPATION told the $PARTICIPANT that $NOM_PRONOUN could pay with cash.\n"
     + "accountant\ttaxpayer\t1\tThe $PARTICIPANT met with the $OCCUPATION to get help filing $POSS_PRONOUN taxes.\n"
-    + "chef\tguest\t0\tThe $OCCUPATION cooked for the $PARTICIPANT.\n"  # no pronoun slot: dropped
 )
 FIVE = ["Amy", "Bob", "Cleo", "Dan", "Eve"]
 
@@ -76,12 +75,15 @@ def test_dropped_words_can_include_articles(tmp_path):
 
 @pytest.mark.parametrize("text, message, line", [
     (TEMPLATES + "x\ty\t0\tThe $OCCUPATION saw $PARTICIPANT at $PLACE with $NOM_PRONOUN.\n",
-     r"unknown placeholder '\$PLACE'", 5),
+     r"unknown placeholder '\$PLACE'", 4),
     ("", "file is empty", None),
     ("occupation\tsentence\n", "expected header", 1),
     (HEADER + "x\ty\t0\n", "expected 4 tab-separated fields, found 3", 2),
     (HEADER + "x\ty\t2\t$OCCUPATION saw $PARTICIPANT and $NOM_PRONOUN.\n", "answer must be 0 or 1", 2),
-    (HEADER + "x\ty\t0\tThe $OCCUPATION cooked.\n", "no usable templates", None),
+    (HEADER + "x\ty\t0\tThe $OCCUPATION cooked.\n", r"template needs \$OCCUPATION, \$PARTICIPANT and one pronoun", 2),
+    (TEMPLATES + "chef\tguest\t0\tThe $OCCUPATION cooked for the $PARTICIPANT.\n",  # no pronoun slot
+     r"template needs .* found 'The \$OCCUPATION cooked for the \$PARTICIPANT\.'", 4),
+    (TEMPLATES + "x\ty\t0\tNobody cooked.\n", r"template needs \$OCCUPATION", 4),  # no slot at all
 ])
 def test_bad_templates_name_file_and_line(tmp_path, text, message, line):
     path = write(tmp_path, text)

@@ -180,6 +180,9 @@ def _parse_ssa_file(raw: bytes, where: str | Path, year: int) -> pd.DataFrame:
         raise DataFormatError(where, f"name {frame['name'].iat[line - 1]!r} listed twice for one sex", line)
     rank = np.arange(len(frame))
     females = int((~is_male).sum())
+    if females in (0, len(frame)):  # every year of the SSA data lists both sexes
+        absent = "F" if females == 0 else "M"
+        raise DataFormatError(where, f"no {absent} names: every SSA year lists both sexes (a file cut short?)")
     rank[females:] -= females
     frame.insert(0, "year", year)
     frame["rank_in_sex"] = rank
@@ -197,6 +200,8 @@ def _raise_first_bad_ssa_line(text: str, where: str | Path) -> None:
         if sex not in SEXES:
             raise DataFormatError(where, f"sex must be F or M, found {sex!r}", number)
         if re.fullmatch(r"0*[1-9][0-9]{0,17}", count) is None:
+            if re.fullmatch(r"0*[1-9][0-9]*", count):
+                raise DataFormatError(where, f"count {count} is too large (at most 18 digits)", number)
             raise DataFormatError(where, f"count must be a positive integer, found {count!r}", number)
     raise DataFormatError(where, "malformed file")  # unreachable while the two checks agree
 

@@ -285,9 +285,9 @@ def load_winogender_templates(path: str | Path, dropped_words: Sequence[str] = (
 
     As in the paper, the word "the" right before a placeholder is dropped ("The $OCCUPATION told
     the $PARTICIPANT" -> "$OCCUPATION told $PARTICIPANT"; a sentence that then starts with a name
-    needs no re-capitalisation, since names are capitalised as listed) and only templates with
-    $OCCUPATION, $PARTICIPANT and one pronoun placeholder, each once, are kept. The possessive
-    $POSS_PRONOUN becomes the name followed by the token "'s". ``dropped_words`` (compared
+    needs no re-capitalisation, since names are capitalised as listed). Every template must have
+    $OCCUPATION, $PARTICIPANT and one pronoun placeholder, each once (else an error naming its
+    line). The possessive $POSS_PRONOUN becomes the name followed by the token "'s". ``dropped_words`` (compared
     case-insensitively) can add e.g. "a": two templates say "meeting with a $PARTICIPANT".
     """
     path = Path(path)
@@ -306,7 +306,6 @@ def load_winogender_templates(path: str | Path, dropped_words: Sequence[str] = (
     dropped = {word.lower() for word in dropped_words}
 
     templates: list[WinogenderTemplate] = []
-    skipped: list[int] = []
     for number, raw in enumerate(lines[1:], start=2):
         line = raw.rstrip("\r")
         if not line.strip():
@@ -319,16 +318,13 @@ def load_winogender_templates(path: str | Path, dropped_words: Sequence[str] = (
         if answer not in ("0", "1"):
             raise DataFormatError(path, f"answer must be 0 or 1, found {answer!r}", number)
         template = _clean_template(tokenize(sentence), dropped, path, number)
-        if template is None:
-            skipped.append(number)
-            continue
+        if template is None:  # every row is a template: one without its slots would be lost silently
+            raise DataFormatError(path, "template needs $OCCUPATION, $PARTICIPANT and one pronoun placeholder, "
+                                        f"each once; found {sentence!r}", number)
         tokens, positions, pronoun = template
         templates.append(WinogenderTemplate(tokens, positions, pronoun, occupation, participant, int(answer), number))
-    if skipped:
-        log.warning("%s: skipped %d template(s) without exactly one occupation, participant and pronoun slot "
-                    "(lines %s)", path, len(skipped), skipped)
     if not templates:
-        raise DataFormatError(path, "no usable templates (each needs $OCCUPATION, $PARTICIPANT and one pronoun)")
+        raise DataFormatError(path, "no templates below the header")
     return templates
 
 

@@ -26,10 +26,10 @@ from nerbias.bias.corpora import NameSubstitutionCorpus, shard_bounds
 from nerbias.bias.names import NameList, load_names
 from nerbias.bias.plots import plot_census_errors, plot_ecdf
 from nerbias.bias.statistics import DEFAULT_EXACT_LIMIT, NameStatistics, per_group, summary_scalars
-from nerbias.bias.types import corpus_label, corpus_title
+from nerbias.bias.types import corpus_label, corpus_title, partial_note, result_file_name
 from nerbias.building import build
 from nerbias.errors import NerbiasError
-from nerbias.fileio import atomic_files, atomic_write_json, write_csv
+from nerbias.fileio import FILE_RECORD, atomic_files, atomic_write_json, record_files, remove_orphans, write_csv
 from nerbias.loggers import NullLogger
 
 log = logging.getLogger(__name__)
@@ -180,6 +180,8 @@ def evaluate_names(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> dic
         if missing:
             tagger = build(cfg.tagger)
             for i in missing:
+                for orphan in remove_orphans(shards_dir, path_of(i).name):  # a killed earlier write of this shard
+                    log.info("removed %s, left by a killed write", orphan)
                 stats, count = score_shard(cfg, corpus, tagger, i, num_shards)
                 stats.save(path_of(i), {**identity, "shard": i, "sentences": count, "tagger": tagger.name})
         if shard is not None:
@@ -217,21 +219,32 @@ def write_name_results(stats: NameStatistics, names: NameList, cfg: DictConfig, 
     breakdown = stats.label_breakdown(names)
     prefix = corpus_label(cfg.corpus.name, bool(cfg.corpus.get("lowercase")))
     where = f"{corpus_title(cfg.corpus.name, bool(cfg.corpus.get('lowercase')))}, tagger {(extra or {}).get('tagger', '?')}"
+    partial = partial_note(extra or {})
+    if partial:  # where a reader looks: the file names and every figure's title
+        where = f"{where} ({partial})"
     figures = {f"ecdf_accuracy_by_{by}": ("accuracy", by, f"{where}: name accuracy by {by}")
                for by in ("group", "gender", "race")
                if by == "group" or (names.gender_of if by == "gender" else names.race_of)}
     if table["conf_p25"].notna().any():
         figures["ecdf_conf_p25_by_group"] = ("conf_p25", "group",
                                              f"{where}: 25th percentile of each name's PERSON confidence")
-    images = {key: output_dir / f"{key}.png" for key in figures}
+    tables = {"per_name": table, "per_group": groups, "label_breakdown": breakdown}
+    files = {key: result_file_name(key, ".csv", bool(partial)) for key in tables}
+    files.update({key: result_file_name(key, ".png", bool(partial)) for key in figures})
+    images = {key: output_dir / files[key] for key in figures}
     scalars = summary_scalars(groups, prefix)
-    tables = {"per_name.csv": table, "per_group.csv": groups, "label_breakdown.csv": breakdown}
-    with atomic_files([output_dir / n for n in tables] + list(images.values()) + [output_dir / "metrics.json"]) as tmp:
+    with atomic_files([output_dir / files[k] for k in tables] + list(images.values()) + [output_dir / "metrics.json"]
+                      ) as tmp:
         for path, frame in zip(tmp, tables.values()):  # every result file final together, or none
             write_csv(path, frame)
         for path, (column, by, title) in zip(tmp[len(tables):], figures.values()):
             plot_ecdf(table, names, column, path, by=by, title=title)
-        atomic_write_json(tmp[-1], {"metrics": scalars, **(extra or {})})
+        record = record_files({files[key]: path for key, path in zip(tables, tmp)})  # report.py checks them
+        atomic_write_json(tmp[-1], {"metrics": scalars, **(extra or {}), FILE_RECORD: record})
+    for key in files:  # the other kind's results (a partial merge after a full one, or back) are stale now
+        (output_dir / result_file_name(key, Path(files[key]).suffix, not partial)).unlink(missing_ok=True)
+    if partial:
+        log.warning("results are PARTIAL (%s): written as %s", partial, ", ".join(files[k] for k in tables))
     logger.summary(scalars)
     logger.table(f"{prefix}/per_name", table)
     logger.table(f"{prefix}/per_group", groups)
@@ -297,7 +310,8 @@ def evaluate_census(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> di
         for path, (template, part) in zip(tmp[2:-1], by_template):
             plot_census_errors(part, path, template=template,
                                tagger=f"{tagger_name}{' (lower-cased sentences)' if ccfg.lowercase else ''}")
-        atomic_write_json(tmp[-1], {"metrics": scalars, "tagger": tagger_name})
+        atomic_write_json(tmp[-1], {"metrics": scalars, "tagger": tagger_name,
+                                    FILE_RECORD: record_files({p.name: t for p, t in zip(finals[:2], tmp[:2])})})
     for (template, _), image in zip(by_template, images):
         logger.image(f"census/template{template}/errors", image)
     logger.summary(scalars)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional, Protocol, Sequence
+from typing import Mapping, NamedTuple, Optional, Protocol, Sequence
 
 # Outcome labels of a name slot.
 RECOGNISED = "PER"  # the name token is exactly a one-token PERSON entity
@@ -83,3 +83,21 @@ CORPUS_TITLES = {"winogender": "Winogender", "insitu": "In-Situ CoNLL-03", "cens
 def corpus_title(corpus: str, lowercase: bool = False) -> str:
     """The corpus in words for titles: ``In-Situ CoNLL-03, lower-cased``."""
     return CORPUS_TITLES.get(corpus, corpus) + (", lower-cased" if lowercase else "")
+
+
+PARTIAL_SUFFIX = ".partial"  # per_name.partial.csv ...: results of a merge that lacks shards
+
+
+def partial_note(extra: Mapping[str, object]) -> str | None:
+    """``"partial: 2 of 3 shards merged, missing shard index 1"`` for a merge that lacks shards, else None."""
+    missing = extra.get("shards_missing") or []
+    if not missing:
+        return None
+    merged = int(extra.get("shards_merged") or 0)
+    return (f"partial: {merged} of {merged + len(missing)} shards merged, missing shard index "
+            f"{', '.join(map(str, missing))}")
+
+
+def result_file_name(key: str, extension: str, partial: bool) -> str:
+    """``per_name.csv``, or ``per_name.partial.csv`` for a merge that lacks shards."""
+    return f"{key}{PARTIAL_SUFFIX if partial else ''}{extension}"

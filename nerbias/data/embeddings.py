@@ -73,7 +73,11 @@ def _check_text_file(path: Path, header: bool) -> None:
                     continue
                 if width is None:
                     width = len(fields)
+                    first = fields
                 if len(fields) != width:
+                    if not header and len(first) == 2 and all(part.isdigit() for part in first):
+                        raise DataFormatError(path, f"the first line {' '.join(first)!r} looks like a word2vec "
+                                                    "header '<count> <dim>': set embeddings.source=word2vec", 1)
                     raise DataFormatError(path, f"expected {width - 1} numbers after the word, found {len(fields) - 1}",
                                           number)
                 _parse_vector(fields[1:], fields[0], path, number)
@@ -84,6 +88,30 @@ def _check_text_file(path: Path, header: bool) -> None:
         raise DataFormatError(path, "embedding file is empty")
     if declared is not None and declared != rows:
         raise DataFormatError(path, f"header declares {declared} vectors but the file has {rows}", 1)
+
+
+def _refuse_text_as_binary(path: Path) -> None:
+    """A word2vec text file given as ``word2vec_binary``: gensim would read its digits as float bytes
+    (garbage vectors, or an end-of-file error). In a binary file the line after the header is a word
+    and ``dim`` raw floats; in a text file it is a word and ``dim`` numbers written out."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as handle:
+            header = handle.readline(1 << 16).split()
+            second = handle.readline(1 << 20)
+    except (OSError, EOFError):
+        return  # gensim's reading reports it
+    if len(header) != 2 or not all(part.isdigit() for part in header):
+        return
+    try:
+        fields = second.decode("utf-8").split()
+        numbers = [float(value) for value in fields[1:]]
+    except (UnicodeDecodeError, ValueError):
+        return  # not text: a binary file
+    if len(numbers) == int(header[1]):
+        raise DataFormatError(path, "looks like a word2vec text file (line 2 is a word and "
+                                    f"{len(numbers)} numbers written out), not binary: set embeddings.source=word2vec",
+                              2)
 
 
 def _load_conceptnet(path: Path) -> KeyedVectors:
@@ -150,6 +178,7 @@ def load_keyed_vectors(source: str, path: str | Path | None = None) -> KeyedVect
             raise DataFormatError(path, f"cannot read the embedding file ({type(error).__name__}: {error})") from None
     try:
         if source == "word2vec_binary":
+            _refuse_text_as_binary(path)
             keyed = KeyedVectors.load_word2vec_format(str(path), binary=True)
             bad = np.flatnonzero(~np.isfinite(keyed.vectors).all(axis=1))
             if len(bad):  # a binary file has no lines: name the vector
@@ -169,10 +198,14 @@ def embedding_matrix(
     lowercase: bool,
     seed: int = 0,
     source: str = "embeddings",
+    training_words: int | None = None,
 ) -> tuple[np.ndarray, int]:
     """Rows for ``words`` (pretrained where known, small random otherwise); returns (matrix, hits).
 
-    Raises when the file's dimension differs from ``dim`` or when no word is covered.
+    Raises when the file's dimension differs from ``dim`` or when no word is covered. When the
+    vocabulary also holds the file's own words (``include_pretrained_vocab``), those always have a
+    vector: ``training_words``, the number of words after the two specials that come from the
+    training data, makes the check count only those.
     """
     if keyed.vector_size != dim:
         raise NerbiasError(
@@ -182,14 +215,17 @@ def embedding_matrix(
     scale = float(np.sqrt(3.0 / dim))
     matrix = rng.uniform(-scale, scale, size=(len(words), dim)).astype(np.float32)
     matrix[0] = 0.0  # padding
-    hits = 0
+    hits, training_hits = 0, 0
+    last_training_row = 2 + training_words if training_words is not None else len(words)
     for i, word in enumerate(words[2:], start=2):
         key = word.lower() if lowercase else word
         if key in keyed.key_to_index:
             matrix[i] = keyed[key]
             hits += 1
-    if hits == 0:
-        raise NerbiasError(f"{source}: no word of the vocabulary has a pretrained vector (check the file and casing)")
+            training_hits += i < last_training_row
+    if training_hits == 0:
+        what = "word of the training data" if training_words is not None else "word of the vocabulary"
+        raise NerbiasError(f"{source}: no {what} has a pretrained vector (check the file and casing)")
     return matrix, hits
 
 

@@ -21,13 +21,17 @@ class Vocabulary:
         if len(self.index) != len(items):
             raise ValueError("vocabulary items must be unique")
         self.unk_index = self.index.get(UNK)
+        # from_counts: how many items after the specials come from the counted tokens (the rest are extra)
+        self.counted: int | None = None
 
     @classmethod
     def from_counts(cls, tokens: Iterable[str], min_count: int = 1, extra: Iterable[str] = ()) -> "Vocabulary":
         counts = Counter(tokens)
         frequent = sorted((item for item, n in counts.items() if n >= min_count), key=lambda item: (-counts[item], item))
         seen = set(frequent)
-        return cls(frequent + [item for item in extra if item not in seen])
+        vocabulary = cls(frequent + [item for item in extra if item not in seen])
+        vocabulary.counted = len(seen - {PAD, UNK})
+        return vocabulary
 
     def __len__(self) -> int:
         return len(self.items)

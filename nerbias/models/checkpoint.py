@@ -7,6 +7,7 @@ Only tensors, strings, numbers, lists and dicts are stored, so every checkpoint 
 from __future__ import annotations
 
 import re
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +48,10 @@ def _reason(error: Exception) -> str:
 
 
 def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
-    with atomic_path(path) as tmp:
-        torch.save({"format": FORMAT, "version": VERSION, **payload}, tmp)
+    """Write atomically. torch writes through our file object, so a full disk is Python's OSError
+    (a sentence naming ``path``) rather than a C++ stream error."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        torch.save({"format": FORMAT, "version": VERSION, **payload}, handle)
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", mmap: bool = False) -> dict[str, Any]:
@@ -56,6 +59,8 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", 
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: checkpoint not found")
+    if mmap and not zipfile.is_zipfile(path):
+        mmap = False  # torch can map only zip checkpoints; anything else gets the same verdict as without mmap
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except Exception as error:  # torch raises several types for foreign or corrupt files

@@ -107,7 +107,7 @@ class WordVectors:
         pretrained = None
         if self.pretrained:
             values, hits = embedding_matrix(self.keyed, words.items, self.dim, self.lowercase, seed=seed,
-                                            source=str(self.path or self.source))
+                                            source=str(self.path or self.source), training_words=words.counted)
             log.info("word vocabulary %d, %d with pretrained vectors", len(words), hits)
             pretrained = torch.from_numpy(values)
         return WordCharEmbedder(len(words), len(chars), config, pretrained=pretrained, unk_index=words.unk_index)

@@ -130,9 +130,14 @@ def plot_group_accuracy(tables: Mapping[str, NameTable], path: str | Path, by: s
             label = getattr(row, by)
             # one model: each group in its own colour and marker; several: a colour per model
             style = facet_style(label) if len(boots) == 1 else {"color": colors[model], "marker": "o"}
-            axis.errorbar([row.accuracy], [labels.index(label) + offset],
-                          xerr=[[row.accuracy - row.ci_low], [row.ci_high - row.accuracy]], fmt=style["marker"],
+            y = labels.index(label) + offset
+            single = row.names < 2  # no interval: said beside the marker, not drawn as a zero-width bar
+            axis.errorbar([row.accuracy], [y], xerr=None if single else
+                          [[row.accuracy - row.ci_low], [row.ci_high - row.accuracy]], fmt=style["marker"],
                           color=style["color"], capsize=3, markersize=5)
+            if single:
+                axis.annotate("1 name", (row.accuracy, y), xytext=(6, 0), textcoords="offset points",
+                              va="center", fontsize=7, color=style["color"])
     if len(boots) > 1:
         axis.legend(handles=[Line2D([], [], color=colors[m], marker="o", label=m) for m in boots], fontsize=7)
     axis.set_yticks(range(len(labels)), labels)

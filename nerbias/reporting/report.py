@@ -82,8 +82,9 @@ def names_section(runs: Sequence[Run], names: NameList, out_dir: Path, options: 
     section = Section()
     kw = dict(n_boot=options.n_boot, confidence=options.confidence, seed=options.seed)
     level = "names and training seeds (crossed)" if table.n_seeds > 1 else "names within each group"
+    partial = "; ".join(f"{run.path.name}: {run.partial}" for run in runs if run.partial)
     section.lines += [
-        f"# Bias report: {model} on {runs[0].corpus_title}", "",
+        f"# Bias report: {model} on {runs[0].corpus_title}" + (f" (PARTIAL, {partial})" if partial else ""), "",
         f"- runs: {len(runs)} ({', '.join(str(r.path) for r in runs)})",
         f"- names: {len(table.names)} in {len(table.facet_labels('group'))} groups"
         + (f", OOV name {table.oov_name}" if table.oov_name else ""),

@@ -29,9 +29,9 @@ from omegaconf import OmegaConf
 
 from nerbias.bias import census, published
 from nerbias.bias.names import NameList, load_names
-from nerbias.bias.types import corpus_title, parse_corpus_label
-from nerbias.errors import NerbiasError
-from nerbias.fileio import RESOLVED_CONFIG
+from nerbias.bias.types import corpus_title, parse_corpus_label, partial_note, result_file_name
+from nerbias.errors import DataFormatError, NerbiasError
+from nerbias.fileio import FILE_RECORD, RESOLVED_CONFIG, check_recorded_files
 from nerbias.loggers import read_offline_run
 from nerbias.reporting.uncertainty import NameTable
 
@@ -39,6 +39,11 @@ log = logging.getLogger(__name__)
 
 RUN_FILES = ("per_name", "per_group", "label_breakdown", "census_errors", "census_labels")
 TEXT_COLUMNS = ("name", "group", "label", "gender")
+# The columns the report reads from each result file of evaluate.py.
+REQUIRED_COLUMNS = {"per_name": ("name", "group", "sentences", "recognised"), "per_group": ("group",),
+                    "label_breakdown": ("group", "label", "share"),
+                    "census_errors": ("year", "gender", "template", *census.ERROR_COLUMNS),
+                    "census_labels": ("name", "template", "label")}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -162,6 +167,7 @@ class Run:
     tagger_name: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
     source: str = "directory"  # or "wandb-offline"
+    partial: str | None = None  # a merge that lacks shards: what it lacks (runner.partial_note)
 
     @property
     def per_name(self) -> pd.DataFrame | None:
@@ -212,13 +218,23 @@ class Run:
         return corpus_title(self.corpus, self.lowercase)
 
 
-def read_table(path: Path) -> pd.DataFrame:
+def read_table(path: Path, required: Sequence[str] = ()) -> pd.DataFrame:
     """A run's CSV. Names such as "Nan" or "Null" and the untagged census label "" stay strings;
-    only the numeric columns turn empty cells into NaN."""
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    only the numeric columns turn empty cells into NaN. ``required`` columns must be there."""
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
+        raise DataFormatError(path, f"not a readable CSV table ({' '.join(str(error).split())})") from None
+    missing = [column for column in required if column not in frame.columns]
+    if missing:
+        raise DataFormatError(path, f"missing columns {missing} (has {list(frame.columns)}): not the file "
+                                    "evaluate.py wrote", 1)
     for column in frame.columns:
         if column not in TEXT_COLUMNS:
-            frame[column] = pd.to_numeric(frame[column].replace("", np.nan))
+            try:
+                frame[column] = pd.to_numeric(frame[column].replace("", np.nan))
+            except ValueError as error:
+                raise DataFormatError(path, f"column {column!r} is not numeric ({error})") from None
     return frame
 
 
@@ -274,11 +290,17 @@ def load_run(path: str | Path) -> Run:
     path = Path(path)
     if not path.is_dir():
         raise NerbiasError(f"{path}: run directory not found")
-    tables = {name: read_table(path / f"{name}.csv") for name in RUN_FILES if (path / f"{name}.csv").is_file()}
-    if "per_name" in tables or "census_errors" in tables:
-        saved = read_metrics(path) or {}
+    saved = read_metrics(path) if (path / "metrics.json").is_file() else None
+    partial = partial_note(saved or {})  # a partial merge's files are per_name.partial.csv ...
+    files = {name: path / result_file_name(name, ".csv", bool(partial)) for name in RUN_FILES}
+    files = {name: file for name, file in files.items() if file.is_file()}
+    if "per_name" in files or "census_errors" in files:
+        if saved is not None and FILE_RECORD in saved:  # what the run says it wrote (older runs lack it)
+            check_recorded_files(path, saved[FILE_RECORD])
+        tables = {name: read_table(file, REQUIRED_COLUMNS[name]) for name, file in files.items()}
+        saved = saved or {}
         config = saved_config(path, resolve=True) if is_hydra_run(path) or (path / RESOLVED_CONFIG).is_file() else {}
-        return Run(path, tables, saved.get("metrics", {}), saved.get("tagger"), config)
+        return Run(path, tables, saved.get("metrics", {}), saved.get("tagger"), config, partial=partial)
     folder = _offline_run_folder(path)
     if folder is None:
         if (path / "checkpoints" / "best.pt").is_file():

@@ -224,9 +224,11 @@ class GroupBootstrap:
             point = np.append(point, self.all_point)
             replicates = np.column_stack([replicates, self.all_replicates])
         low, high = percentile_interval(replicates, self.confidence)
+        se = replicates.std(axis=0, ddof=1)
+        single = np.asarray(names) < 2  # resampling one name always draws it: a zero width is no certainty
+        low, high, se = (np.where(single, np.nan, values) for values in (low, high, se))
         return pd.DataFrame({self.by: labels, "names": names, "seeds": self.n_seeds,
-                             "accuracy": point, "ci_low": low, "ci_high": high,
-                             "se": replicates.std(axis=0, ddof=1)})
+                             "accuracy": point, "ci_low": low, "ci_high": high, "se": se})
 
     def gap(self) -> dict:
         """Best minus worst group accuracy, its interval recomputed replicate by replicate."""
@@ -320,7 +322,8 @@ def bootstrap_spread(table: NameTable, column: str = "accuracy", by: str = "grou
         point_stats, boot_stats = _spread_of(point), _spread_of(values)
         for name in SPREAD_STATISTICS:
             row[name] = float(point_stats[name])
-            low, high = (np.nan, np.nan) if name == "min" else percentile_interval(boot_stats[name], confidence)
+            no_interval = name == "min" or row["names"] < 2  # min: not consistent; one name: nothing to resample
+            low, high = (np.nan, np.nan) if no_interval else percentile_interval(boot_stats[name], confidence)
             row[f"{name}_low"], row[f"{name}_high"] = float(low), float(high)
         out.append(row)
     return pd.DataFrame(out)
@@ -575,10 +578,13 @@ def census_gap_summary(boot: pd.DataFrame, measure: str = "type1_w") -> pd.DataF
     return pd.DataFrame(rows)
 
 
-def interval_text(value: float, low: float, high: float, digits: int = 3) -> str:
-    """``0.894 [0.871, 0.912]``; a missing interval prints the value alone."""
+def interval_text(value: float, low: float, high: float, digits: int = 3, names: int | None = None) -> str:
+    """``0.894 [0.871, 0.912]``; a missing interval prints the value alone, and a group of one name
+    (``names`` < 2, whose names cannot be resampled) ``0.894 (1 name)``."""
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return "–"
+    if names is not None and names < 2:
+        return f"{value:.{digits}f} (1 name)"
     if low is None or high is None or np.isnan(low) or np.isnan(high):
         return f"{value:.{digits}f}"
     return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"

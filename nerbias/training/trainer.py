@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 from nerbias.data.batching import iterate_batches
 from nerbias.data.conll import Sentence, lowercased
 from nerbias.data.conll2003 import load_conll2003
-from nerbias.errors import CheckpointError, NerbiasError
+from nerbias.errors import CheckpointError, Interrupted, NerbiasError
 from nerbias.fileio import atomic_write_json
 from nerbias.loggers import NullLogger, model_artifact_name
 from nerbias.models.bilstm_crf import effective_model_options
@@ -174,7 +174,7 @@ class Trainer:
         resume_from = self._resume_path()
         if resume_from is None:  # a fresh run never writes over another run's checkpoints
             taken = [p for p in (self.checkpoint_dir / "last.pt", self.checkpoint_dir / "best.pt") if p.exists()]
-            if taken:
+            if taken and not self._own_lone_best(taken):
                 raise NerbiasError(f"{self.output_dir} holds another run's checkpoint ({taken[0].name}): resume it "
                                    "with trainer.resume=true, or choose a new hydra.run.dir")
         if resume_from is not None:
@@ -205,63 +205,90 @@ class Trainer:
         n_params = sum(p.numel() for p in model.parameters())
         log.info("model: %d parameters on %s", n_params, self.device)
         stop = bad_epochs >= tcfg.patience
-        epochs = tqdm(range(start_epoch, tcfg.max_epochs), desc="epochs", initial=start_epoch, total=tcfg.max_epochs)
-        for epoch in epochs:
-            if stop:
-                break
-            started = time.perf_counter()
-            model.train()
-            optimizer.start_epoch(epoch)
-            total_loss, n_batches, n_sentences = 0.0, 0, 0
-            train = self.augmentation.epoch(data["train"], cfg.seed, epoch)
-            batches = iterate_batches(train, tagger.encoder, tcfg.batch_size, shuffle=True, generator=shuffle_gen)
-            total = math.ceil(len(train) / tcfg.batch_size)
-            for batch in tqdm(batches, total=total, desc=f"epoch {epoch + 1}", leave=False):
-                batch = batch.to(self.device)
-                optimizer.zero_grad(set_to_none=True)
-                loss = model.loss(batch.words, batch.chars, batch.mask, batch.tags)
-                if not torch.isfinite(loss):  # a dead model must not end looking trained
-                    raise NerbiasError(f"epoch {epoch + 1}, batch {n_batches + 1}: the training loss is "
-                                       f"{loss.item()} (not finite); the run stops here (last good state: "
-                                       f"{last_path} if it exists). Lower trainer.optimizer.lr or check the data "
-                                       "and embeddings")
-                loss.backward()
-                optimizer.clip_and_step()
-                total_loss += loss.item()
-                n_batches += 1
-                n_sentences += len(batch.index)
-            if n_batches == 0:
-                raise NerbiasError(f"epoch {epoch + 1} had no training batches (empty training data?); "
-                                   "nothing is written")
-            train_seconds = time.perf_counter() - started
-            dev_scores, _ = evaluate_split(tagger, data["dev_epoch"], tcfg.eval_batch_size, f"dev (epoch {epoch + 1})")
-            record = {"epoch": epoch + 1, "train_loss": total_loss / max(n_batches, 1), "dev_f1": dev_scores["f1"],
-                      "dev_sentences": len(data["dev_epoch"]),  # what the early-stopping F1 covers
-                      "train_sentences_per_second": n_sentences / train_seconds,
-                      "lr": optimizer.dense.param_groups[0]["lr"]}
-            history.append(record)
-            improved = dev_scores["f1"] > best_f1
-            if improved:
-                best_f1, best_epoch, bad_epochs = dev_scores["f1"], epoch, 0
-            else:
-                bad_epochs += 1
-            payload = self._checkpoint_payload(tagger, optimizer, epoch, best_f1, best_epoch, bad_epochs, history,
-                                               shuffle_gen)
-            if improved:
-                best = dict(payload)
-                best.pop("trainer_state")
-                save_checkpoint(self.checkpoint_dir / "best.pt", best)
-            save_checkpoint(last_path, payload)
-            logger.log(record, step=epoch + 1)
-            epochs.set_postfix(loss=f"{record['train_loss']:.3f}", dev_f1=f"{dev_scores['f1']:.4f}")
-            log.info("epoch %d: loss %.4f, dev F1 %.4f (best %.4f at epoch %d), %.0f sentences/s",
-                     epoch + 1, record["train_loss"], dev_scores["f1"], best_f1, best_epoch + 1,
-                     record["train_sentences_per_second"])
-            stop = bad_epochs >= tcfg.patience
-            if stop:
-                log.info("early stopping: no dev improvement for %d epochs", bad_epochs)
+        epoch = start_epoch
+        try:
+            epochs = tqdm(range(start_epoch, tcfg.max_epochs), desc="epochs", initial=start_epoch,
+                          total=tcfg.max_epochs)
+            for epoch in epochs:
+                if stop:
+                    break
+                started = time.perf_counter()
+                model.train()
+                optimizer.start_epoch(epoch)
+                total_loss, n_batches, n_sentences = 0.0, 0, 0
+                train = self.augmentation.epoch(data["train"], cfg.seed, epoch)
+                batches = iterate_batches(train, tagger.encoder, tcfg.batch_size, shuffle=True, generator=shuffle_gen)
+                total = math.ceil(len(train) / tcfg.batch_size)
+                for batch in tqdm(batches, total=total, desc=f"epoch {epoch + 1}", leave=False):
+                    batch = batch.to(self.device)
+                    optimizer.zero_grad(set_to_none=True)
+                    loss = model.loss(batch.words, batch.chars, batch.mask, batch.tags)
+                    if not torch.isfinite(loss):  # a dead model must not end looking trained
+                        raise NerbiasError(f"epoch {epoch + 1}, batch {n_batches + 1}: the training loss is "
+                                           f"{loss.item()} (not finite); the run stops here (last good state: "
+                                           f"{last_path} if it exists). Lower trainer.optimizer.lr or check the data "
+                                           "and embeddings")
+                    loss.backward()
+                    optimizer.clip_and_step()
+                    total_loss += loss.item()
+                    n_batches += 1
+                    n_sentences += len(batch.index)
+                if n_batches == 0:
+                    raise NerbiasError(f"epoch {epoch + 1} had no training batches (empty training data?); "
+                                       "nothing is written")
+                train_seconds = time.perf_counter() - started
+                dev_scores, _ = evaluate_split(tagger, data["dev_epoch"], tcfg.eval_batch_size,
+                                               f"dev (epoch {epoch + 1})")
+                record = {"epoch": epoch + 1, "train_loss": total_loss / max(n_batches, 1), "dev_f1": dev_scores["f1"],
+                          "dev_sentences": len(data["dev_epoch"]),  # what the early-stopping F1 covers
+                          "train_sentences_per_second": n_sentences / train_seconds,
+                          "lr": optimizer.dense.param_groups[0]["lr"]}
+                history.append(record)
+                improved = dev_scores["f1"] > best_f1
+                if improved:
+                    best_f1, best_epoch, bad_epochs = dev_scores["f1"], epoch, 0
+                else:
+                    bad_epochs += 1
+                payload = self._checkpoint_payload(tagger, optimizer, epoch, best_f1, best_epoch, bad_epochs, history,
+                                                   shuffle_gen)
+                try:
+                    if improved:
+                        best = dict(payload)
+                        best.pop("trainer_state")
+                        save_checkpoint(self.checkpoint_dir / "best.pt", best)
+                    save_checkpoint(last_path, payload)
+                except NerbiasError as error:  # a full disk, a read-only folder: the epoch is lost, not the run
+                    raise NerbiasError(f"{error} (epoch {epoch + 1} is not saved; once it can be written, rerun "
+                                       "with trainer.resume=true)") from None
+                logger.log(record, step=epoch + 1)
+                epochs.set_postfix(loss=f"{record['train_loss']:.3f}", dev_f1=f"{dev_scores['f1']:.4f}")
+                log.info("epoch %d: loss %.4f, dev F1 %.4f (best %.4f at epoch %d), %.0f sentences/s",
+                         epoch + 1, record["train_loss"], dev_scores["f1"], best_f1, best_epoch + 1,
+                         record["train_sentences_per_second"])
+                stop = bad_epochs >= tcfg.patience
+                if stop:
+                    log.info("early stopping: no dev improvement for %d epochs", bad_epochs)
 
-        return self.finish(data, history, logger)
+            epoch = None  # training is over: the best checkpoint is scored
+            return self.finish(data, history, logger)
+        except KeyboardInterrupt:  # Ctrl-C: every checkpoint on disk is whole (atomic writes)
+            where = f"at epoch {epoch + 1}" if epoch is not None else "while scoring the best checkpoint"
+            raise Interrupted(f"interrupted {where}; resume with trainer.resume=true") from None
+
+    def _own_lone_best(self, taken: Sequence[Path]) -> bool:
+        """True for ``trainer.resume=true`` over a ``best.pt`` without ``last.pt``: the first epoch writes
+        best.pt, then last.pt, so a run killed (or out of disk) between the two leaves best.pt alone.
+        With no trainer state to continue from, the run starts again from scratch; being seeded, it
+        rewrites the same best.pt and ends as an uninterrupted run would. best.pt must be this
+        configuration's (else check_same_run refuses it)."""
+        if self.tcfg.get("resume", False) not in (True, "true") or [p.name for p in taken] != ["best.pt"]:
+            return False
+        best = taken[0]
+        check_same_run(load_checkpoint(best).get("config") or {}, OmegaConf.to_container(self.cfg, resolve=True),
+                       best)
+        log.info("%s without last.pt: the run was stopped during its first checkpoint write; starting again from "
+                 "scratch (the same seed rewrites the same best.pt)", best)
+        return True
 
     def _resume_path(self) -> Path | None:
         resume = self.tcfg.get("resume", False)
