@@ -136,6 +136,8 @@ def test_three_shards_merged_equal_one_process_and_finished_shards_are_skipped(t
                                               "corpus.shard=0"])
     assert partial  # merging what is finished works and says what is missing
     assert json.loads((tmp_path / "partial" / "metrics.json").read_text())["shards_missing"] == [1]
+    assert (tmp_path / "partial" / "per_name.partial.csv").exists()  # not a complete-looking per_name.csv
+    assert not (tmp_path / "partial" / "per_name.csv").exists()
     before = {p: p.stat().st_mtime_ns for p in shards.iterdir()}
     evaluate(tmp_path / "merged", ["corpus.num_shards=3", f"shards_dir={shards}"])  # runs only shard 1, merges
     assert all(p.stat().st_mtime_ns == t for p, t in before.items())
@@ -215,6 +217,7 @@ def test_copied_killed_and_corrupt_shards_are_refused_or_redone(trained, tmp_pat
     with caplog.at_level("WARNING"):
         evaluate(tmp_path / "rerun", sharded)  # redoes shards 0 and 2, keeps 1, merges
     assert "redoing shard 1/3" in caplog.text
+    assert not list(shards.glob(".*.tmp"))  # the killed write's leftover went with the rerun of its shard
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "single" / "per_name.csv"),
                                   pd.read_csv(tmp_path / "rerun" / "per_name.csv"))
     # A shard of another evaluation (other sample seed) under the right name is refused too.
