@@ -31,7 +31,8 @@ class Interrupted(NerbiasError):
 
 
 def run_or_exit(task, *args, log_name: str = "nerbias"):
-    """Run an entry point's task; a user error becomes one clear line on stderr and exit code 2."""
+    """Run an entry point's task; a user error becomes one clear line on stderr and exit code 2, and
+    Ctrl-C one line and exit code 130."""
     import logging
     import sys
 
