@@ -5,6 +5,7 @@ before any work. Each fault is one sentence naming the file, line or key (exit 2
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -294,7 +295,13 @@ def test_evaluate_and_train_say_the_same_of_a_file_that_is_not_a_checkpoint(tiny
     with pytest.raises(CheckpointError) as from_train:
         run_training(training, tmp_path / "tr")
     assert str(from_evaluate.value) == str(from_train.value) == str(plain.value)
-    assert str(plain.value).startswith(f"{text}: not a nerbias checkpoint (")
+    not_torch = "not a nerbias checkpoint (not a file written by torch.save, or a damaged one)"
+    assert str(plain.value) == f"{text}: {not_torch}"
+    hello = tmp_path / "hello.pt"
+    hello.write_text("hello\n")  # torch: "KeyError: 101" without mmap, its mmap advice with it
+    for mmap in (False, True):
+        with pytest.raises(CheckpointError, match=rf"hello\.pt: {re.escape(not_torch)}$"):
+            load_checkpoint(hello, mmap=mmap)
     legacy = tmp_path / "legacy.pt"  # torch's pre-zip format cannot be memory-mapped: it loads without mmap
     torch.save({"format": "nerbias-checkpoint", "version": 2}, legacy, _use_new_zipfile_serialization=False)
     assert load_checkpoint(legacy, mmap=True)["format"] == "nerbias-checkpoint"

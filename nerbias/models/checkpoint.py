@@ -59,12 +59,16 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", 
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: checkpoint not found")
-    if mmap and not zipfile.is_zipfile(path):
+    zipped = zipfile.is_zipfile(path)
+    if mmap and not zipped:
         mmap = False  # torch can map only zip checkpoints; anything else gets the same verdict as without mmap
     try:
         payload = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except Exception as error:  # torch raises several types for foreign or corrupt files
-        raise CheckpointError(f"{path}: not a nerbias checkpoint ({type(error).__name__}: {_reason(error)})") from None
+        reason = f"{type(error).__name__}: {_reason(error)}"
+        if not zipped and "Unsupported global" not in reason:  # torch's reasons for a text file: "KeyError: 101",
+            reason = "not a file written by torch.save, or a damaged one"  # "Unsupported operand 110", ...
+        raise CheckpointError(f"{path}: not a nerbias checkpoint ({reason})") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not a nerbias checkpoint (no '{FORMAT}' marker)")
     if payload.get("version") == 1:
