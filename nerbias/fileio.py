@@ -98,3 +98,19 @@ def write_csv(path: str | Path, frame: Any, float_format: str = "%.6g") -> Path:
     with atomic_path(path) as tmp:
         frame.to_csv(tmp, index=False, float_format=float_format)
     return Path(path)
+
+
+def code_version() -> dict[str, Any]:
+    """The git commit of the code that is running (and whether its tree had uncommitted changes), for
+    the provenance of results; empty when the package is not in a git checkout or git is missing."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=10, check=True).stdout.strip()
+        status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return {"commit": commit, "dirty": bool(status.strip())}

@@ -34,7 +34,9 @@ def test_each_condition_composes_with_the_study_and_switches_on_only_its_options
     assert cfg.condition == condition and cfg.run_name == f"mitigation-{condition}-seed42"
     got = (cfg.embeddings.debias, cfg.augment.lowercase, cfg.augment.names, cfg.augment.entity_mask)
     assert got == CONDITIONS[condition]
-    assert cfg.embeddings.kind == "glove" and cfg.trainer.max_epochs == 20
+    assert cfg.embeddings.kind == "glove" and cfg.trainer.max_epochs == 50 and cfg.trainer.patience == 8  # to convergence
+    oov = cfg.bias_eval.corpora.winogender_oov
+    assert oov.names == "oov_set" and oov.seed == 0 and cfg.bias_eval.corpora.insitu_oov.names == "oov_set"
     census = cfg.bias_eval.corpora.census
     assert census.names == "heldout" and list(census.pool_exclude) == list(cfg.augment.pool_exclude)
     assert cfg.bias_eval.corpora.winogender.seed == 0  # one sample for every condition and seed

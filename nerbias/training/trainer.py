@@ -23,12 +23,12 @@ from nerbias.data.batching import iterate_batches
 from nerbias.data.conll import Sentence, lowercased
 from nerbias.data.conll2003 import load_conll2003
 from nerbias.errors import CheckpointError, NerbiasError
-from nerbias.fileio import atomic_write_json
+from nerbias.fileio import atomic_write_json, code_version, write_csv
 from nerbias.loggers import NullLogger, model_artifact_name
 from nerbias.models.bilstm_crf import effective_model_options
 from nerbias.models.checkpoint import load_checkpoint, save_checkpoint
 from nerbias.models.tagger import NerTagger, resolve_device
-from nerbias.scoring import evaluate_split, write_predictions
+from nerbias.scoring import calibration_table, evaluate_split, span_correctness, write_predictions
 from nerbias.training.augment import AUGMENT_PROBABILITIES, Augmentation
 from nerbias.training.build import build_tagger
 
@@ -291,9 +291,12 @@ class Trainer:
         metrics = {f"dev_{k}": v for k, v in dev_scores.items()}
         metrics.update({f"test_{k}": v for k, v in test_scores.items()})
         metrics.update({f"test_lower_{k}": v for k, v in lower_scores.items()})
+        table, metrics["test_span_ece"] = calibration_table(*span_correctness(data["test"], test_predictions))
+        write_csv(self.output_dir / "test_calibration.csv", table)
         metrics["epochs"] = len(history)
         metrics["best_epoch"] = max(range(len(history)), key=lambda i: history[i]["dev_f1"]) + 1 if history else 0
-        atomic_write_json(self.output_dir / "metrics.json", {"metrics": metrics, "history": history})
+        atomic_write_json(self.output_dir / "metrics.json", {"metrics": metrics, "history": history,
+                                                             "code": code_version()})
         logger.summary(metrics)
         logger.artifact(model_artifact_name(self.cfg.get("run_name")), "model", best_path)
         log.info("test F1 %.4f (lower-cased %.4f, dev %.4f); metrics in %s", metrics["test_f1"],
