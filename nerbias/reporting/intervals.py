@@ -93,7 +93,9 @@ class SeedNoise:
     def __init__(self, n_boot: int, seed: int = 0):
         self.n_boot = n_boot
         self._rng = np.random.default_rng([seed, 7919])
-        self._uniform = self._rng.random(n_boot)
+        # stratified: one uniform in each of B equal slices, in random order, so the t quantiles the
+        # percentile interval reads are not blurred by the Monte-Carlo noise of B chi-square draws
+        self._uniform = (self._rng.permutation(n_boot) + self._rng.random(n_boot)) / n_boot
         self._z: dict[object, np.ndarray] = {}
         self._scale: dict[float, np.ndarray] = {}
 

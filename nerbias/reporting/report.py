@@ -11,6 +11,7 @@ Runs are read by ``nerbias.reporting.runs``, statistics are in ``nerbias.reporti
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from nerbias.bias.names import NameList
+from nerbias.bias.statistics import PERSON_PROBABILITY
 from nerbias.bias.plots import census_sentence, plot_census_errors
 from nerbias.errors import NerbiasError
 from nerbias.fileio import atomic_write_text, write_csv
@@ -32,7 +34,7 @@ from nerbias.reporting.tables import (
     REPRESENTATIVE_YEARS, accuracy_display, census_year_table, label_breakdown_table, markdown_table, spread_display,
 )
 from nerbias.reporting.uncertainty import (
-    CENSUS_MEASURES, CENSUS_N_BOOT, DEFAULT_CONFIDENCE, DEFAULT_N_BOOT, DEFAULT_N_PERMUTATIONS,
+    CENSUS_MEASURES, CENSUS_N_BOOT, DEFAULT_CONFIDENCE, DEFAULT_N_BOOT, DEFAULT_N_PERMUTATIONS, NameTable,
     bootstrap_census, bootstrap_group_accuracy, bootstrap_spread, census_gap_summary, gender_permutation_test,
     interval_text, pairwise_permutation_tests, permutation_census,
 )
@@ -71,6 +73,22 @@ class Section:
             return
         self.images[key] = path
         self.lines += [f"![{caption}]({path.name})", "", f"*{caption}*", ""]
+
+
+def calibration_by_group(table: NameTable, **kw) -> pd.DataFrame | None:
+    """Per group and ALL: mean P(PER) over the slots, accuracy, and their difference with an interval
+    (the group bootstrap run on the per-name excess P(PER) - recognised); None without confidences."""
+    if PERSON_PROBABILITY not in table.columns or not np.isfinite(table.values(PERSON_PROBABILITY)).all():
+        return None
+    probability = table.values(PERSON_PROBABILITY) * table.sentences
+    excess = dataclasses.replace(table, recognised=probability - table.recognised)
+    gap = bootstrap_group_accuracy(excess, "group", **kw).table(with_all=True)
+    mean_probability = bootstrap_group_accuracy(dataclasses.replace(table, recognised=probability), "group",
+                                                **{**kw, "n_boot": 2}).table(with_all=True)
+    accuracy = bootstrap_group_accuracy(table, "group", **{**kw, "n_boot": 2}).table(with_all=True)
+    return pd.DataFrame({"group": gap["group"], "names": gap["names"], "mean_P_PER": mean_probability["accuracy"],
+                         "accuracy": accuracy["accuracy"], "calibration_gap": gap["accuracy"],
+                         "ci_low": gap["ci_low"], "ci_high": gap["ci_high"]})
 
 
 def names_section(runs: Sequence[Run], names: NameList, out_dir: Path, options: ReportOptions) -> Section:
@@ -140,6 +158,13 @@ def names_section(runs: Sequence[Run], names: NameList, out_dir: Path, options: 
     section.lines += [f"Every pair of groups ({tested} tests of {len(pairs)} pairs; `p_holm` controls the "
                       "family-wise error over the tests that ran; `note` says why a pair was not tested):", ""]
     section.add_table("permutation_pairs", pairs, out_dir)
+
+    calibration = calibration_by_group(table, **kw)
+    if calibration is not None:
+        section.lines += ["## Calibration by group", "",
+                          "Every slot holds a person, so a group's mean P(PER) over its slots minus its accuracy is its "
+                          "calibration gap (> 0: over-confident); intervals resample names within groups.", ""]
+        section.add_table("calibration_by_group", calibration, out_dir)
 
     section.lines += ["## Spread of name accuracy (Table 4)", ""]
     spread = bootstrap_spread(table, "accuracy", **kw)
