@@ -110,6 +110,8 @@ def bias_evaluation_configs(cfg: DictConfig, checkpoint: Path) -> list[tuple[str
                 "corpus": {**OmegaConf.to_container(corpus, resolve=True), "lowercase": bool(lowercase)},
                 "tagger": tagger, "metrics": OmegaConf.to_container(spec.metrics, resolve=True),
                 "shards_dir": None, "merge_shards": False})
+            if OmegaConf.select(spec, "name_profile.enabled"):  # only when on: finished runs' configs stay equal
+                eval_cfg.name_profile = OmegaConf.to_container(spec.name_profile, resolve=True)
             runs.append((corpus_label(str(name), bool(lowercase)), eval_cfg))
     return runs
 
