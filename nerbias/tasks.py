@@ -121,6 +121,8 @@ def run_training(cfg: DictConfig, output_dir: str | Path) -> dict[str, float]:
     on the bias corpora into ``<run dir>/bias/<corpus>[_lower]/``, logged to the same W&B run."""
     output_dir = Path(output_dir)
     validate(cfg, _command_line_overrides())
+    if cfg.get("bias_eval") and cfg.bias_eval.get("report"):  # its options (the ambiguity rule) before training
+        ReportOptions(**OmegaConf.to_container(cfg.bias_eval.report, resolve=True))
     check_writable(output_dir / "checkpoints")  # before an epoch, not after it
     logger = _logger(cfg, output_dir)
     try:

@@ -278,3 +278,20 @@ def test_census_type2_split_by_sex_and_ambiguity_by_hand():
     assert table.loc["M", "type2_u"] == 0
     gap = census_gap_split(table.reset_index()).iloc[0]
     assert gap["gap_all_u"] == pytest.approx(2 / 3) and gap["gap_unambiguous_u"] == pytest.approx(1 / 2)
+
+
+def test_profile_and_rule_settings_are_checked_before_any_work(tmp_path):
+    from nerbias.reporting.report import ReportOptions
+    from nerbias.tasks import bias_evaluation_configs
+    from nerbias.validation import ConfigError, validate
+
+    with pytest.raises(ConfigError, match="name_profile.enabled"):
+        validate(compose_config("evaluate", ["name_profile.enabled=yes please"]))
+    with pytest.raises(NerbiasError, match="min_typed"):
+        ReportOptions(ambiguity_rule={"min_typed": 0})
+    off = compose_config("train", ["experiment=paper", f"paths.data_dir={tmp_path}", f"paths.output_dir={tmp_path}"])
+    assert all("name_profile" not in c for _, c in bias_evaluation_configs(off, tmp_path / "best.pt"))
+    on = compose_config("train", ["experiment=paper", f"paths.data_dir={tmp_path}", f"paths.output_dir={tmp_path}",
+                                  "bias_eval.name_profile.enabled=true"])
+    for _, eval_cfg in bias_evaluation_configs(on, tmp_path / "best.pt"):
+        assert eval_cfg.name_profile.conll_train == f"{tmp_path}/conll2003/eng.train"

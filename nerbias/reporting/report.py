@@ -59,6 +59,9 @@ class ReportOptions:
     ambiguity_rule: dict | None = None  # AmbiguityRule's fields (min_typed, types, casing, gazetteer); None: default
     ambiguity_boot: int = 1000  # bootstrap replicates (over names) of the ambiguity regression
 
+    def __post_init__(self) -> None:
+        AmbiguityRule.from_mapping(self.ambiguity_rule)  # a bad rule is named before any work
+
 
 def ambiguity_lines(section: "Section", frames: Sequence[pd.DataFrame], out_dir: Path, options: ReportOptions) -> None:
     """The gap, explained: ambiguous vs unambiguous names per group, and the regression (reporting/ambiguity.py)."""
