@@ -167,7 +167,7 @@ def plot_probe_recall(per_name: pd.DataFrame, names: NameList, path: str | Path,
     from matplotlib.figure import Figure
 
     facets, facet_of = facets_of(names, "group")
-    figure = Figure(figsize=(7.5, 6))
+    figure = Figure(figsize=(10, 6))
     axes = figure.subplots()
     for facet in facets:
         style = facet_style(facet)
@@ -184,7 +184,7 @@ def plot_probe_recall(per_name: pd.DataFrame, names: NameList, path: str | Path,
     axes.set_ylim(-0.03, 1.03)
     axes.grid(alpha=0.3)
     axes.set_title(title or "Paired probes: person vs place contexts, one point per name", fontsize=10)
-    axes.legend(fontsize=7, loc="lower left", title="group (names)", title_fontsize=7)
+    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), title="group (names)", title_fontsize=7)
     figure.tight_layout()
     path = Path(path)
     with atomic_path(path) as tmp:
