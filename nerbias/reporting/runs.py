@@ -38,7 +38,7 @@ from nerbias.reporting.uncertainty import NameTable
 log = logging.getLogger(__name__)
 
 RUN_FILES = ("per_name", "per_group", "label_breakdown", "census_errors", "census_labels")
-TEXT_COLUMNS = ("name", "group", "label", "gender")
+TEXT_COLUMNS = ("name", "group", "label", "gender", "place_kinds", "list")
 
 
 # ----------------------------------------------------------------------------------------------
