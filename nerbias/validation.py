@@ -68,6 +68,8 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "augment.names": (lambda v: _number(v) and 0 <= v <= 1, "a probability in [0, 1]"),
     "augment.entity_mask": (lambda v: _number(v) and 0 <= v <= 1, "a probability in [0, 1]"),
     "embeddings.debias": (lambda v: v in (None, "hard"), "null or hard"),
+    "embeddings.debias_neutralize": (lambda v: v in ("all", "neutral_only"), "all or neutral_only"),
+    "embeddings.normalize": (lambda v: v is None or isinstance(v, bool), "true, false or null"),
     "logger.mode": (lambda v: v in WANDB_MODES, ", ".join(WANDB_MODES)),
     "logger.kind": (lambda v: v in ("wandb", "none"), "wandb or none (logger=wandb|none)"),
 }

@@ -44,6 +44,7 @@ from nerbias.bias.names import load_names
 from nerbias.bias.types import corpus_title
 from nerbias.errors import NerbiasError
 from nerbias.fileio import RESOLVED_CONFIG, atomic_write_text, write_csv
+from nerbias.reporting.debias_table import diagnostics_section
 from nerbias.reporting.runs import Run, is_hydra_run, load_run, read_metrics, saved_config, select
 from nerbias.reporting.tables import markdown_table
 from nerbias.reporting.uncertainty import DEFAULT_CONFIDENCE, NameTable, percentile_interval
@@ -380,6 +381,7 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
         lines += corpus_section(frame, corpus_title(corpus, lower), baseline if baseline in complete else None)
     if not written:
         raise NerbiasError(f"{sweep_dir}: the runs hold no finished bias evaluation")
+    lines += diagnostics_section(study.runs)
     path = out / "study.md"
     atomic_write_text(path, "\n".join(lines))
     return path
