@@ -208,6 +208,7 @@ def test_the_classifier_finds_a_planted_signal_and_not_noise():
     assert abs(chance["accuracy"] - 0.5) < 0.2
     race = ["a"] * 20 + ["b"] * 20 + ["c"] * 10
     assert loo_accuracy(noise[:50], race)["chance"] == 0.4 and loo_accuracy(noise[:3], ["a"] * 3)["accuracy"] is None
+    assert loo_accuracy(noise[:4], ["a", "a", "a", "b"])["accuracy"] is None  # a class of one name
 
 
 def test_the_trained_stage_reads_the_checkpoint_word_table(tmp_path):
@@ -260,3 +261,52 @@ def test_the_study_has_a_normalize_condition_next_to_debias():
     assert cfg.condition == "normalize" and cfg.embeddings.normalize is True and cfg.embeddings.debias is None
     default = compose_config("train", [])
     assert default.embeddings.normalize is None and default.embeddings.debias_neutralize == "all"
+
+
+@pytest.mark.parametrize("override, message", [
+    ("embeddings.normalize=yes", "embeddings.normalize='yes': must be true, false or null"),
+    ("embeddings.debias_neutralize=gendered", "embeddings.debias_neutralize='gendered': must be all or neutral_only")])
+def test_bad_values_of_the_options_are_named_before_any_work(override, message):
+    from nerbias.validation import ConfigError, validate
+
+    with pytest.raises(ConfigError) as caught:
+        validate(compose_config("train", ["embeddings=glove", override]))
+    assert str(caught.value).startswith(message)
+
+
+def test_a_normalised_run_writes_the_diagnostics_and_measures_its_trained_table(tmp_path):
+    from conftest import make_tiny_conll, tiny_train_overrides
+    from nerbias.data.debias import bias_projection, subspace_of
+    from nerbias.models.checkpoint import checkpoint_word_table
+    from nerbias.tasks import run_training
+
+    data_dir = make_tiny_conll(tmp_path / "data")
+    words = {line.split()[0].lower() for line in (data_dir / "conll2003" / "eng.train").read_text().splitlines()
+             if line and not line.startswith("-DOCSTART-")}
+    sets = load_sets()
+    names = ["Maria", "Greg", "Lakisha", "Jamal", "Emily", "Brad", "Latoya", "Darnell"]
+    vocabulary = sorted(words | {w for s in sets["gender_pairs"] + sets["race_sets"] for w in s} |
+                        {n.lower() for n in names})
+    keyed = random_keyed(vocabulary, seed=9, dim=6)
+    vectors = glove_file(tmp_path, keyed)
+    listing = tmp_path / "names.csv"
+    listing.write_text("name,group,race,gender\n" + "".join(
+        f"{n},{r} {g},{r},{g}\n" for n, r, g in zip(names, ["Hispanic", "White", "Black", "Black"] * 2,
+                                                    ["Female", "Male", "Female", "Male", "Female", "Male", "Female",
+                                                     "Male"])))
+    out = tmp_path / "run"
+    overrides = [o for o in tiny_train_overrides(data_dir, epochs=1) if o not in ("embeddings=random", "embeddings.dim=16")]
+    run_training(compose_config("train", overrides + [
+        "embeddings=glove", "embeddings.source=glove", f"embeddings.path={vectors}", "embeddings.dim=6",
+        "embeddings.normalize=true", "embeddings.include_pretrained_vocab=true", f"embeddings.coverage_names={listing}",
+        f"paths.output_dir={out}"]), out)
+    report = json.loads((out / "debias_diagnostics.json").read_text())
+    assert report["method"] == "normalize" and report["names"] == names and set(report["labels"]) == {"gender", "race"}
+    before, initial, trained = (report["stages"][s] for s in ("before", "initial", "trained"))
+    assert initial["mean_abs_projection"] == pytest.approx(before["mean_abs_projection"])  # only the lengths changed
+    assert before["classifier"]["gender"]["chance"] == 0.5 and before["classifier"]["race"]["chance"] == 0.5
+    table, vocab = checkpoint_word_table(out / "checkpoints" / "best.pt")
+    rows = table.double().numpy()[[vocab.index(n.lower()) for n in names]]
+    subspace, _ = subspace_of(keyed)
+    assert trained["mean_abs_projection"] == pytest.approx(bias_projection(rows, subspace))
+    assert trained["mean_abs_projection"] != pytest.approx(initial["mean_abs_projection"], abs=1e-9)  # fine-tuned

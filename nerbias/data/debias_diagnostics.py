@@ -36,7 +36,8 @@ CLASSIFIER = ("leave-one-out accuracy; scikit-learn StandardScaler + LogisticReg
 
 def loo_accuracy(vectors: np.ndarray, labels: Sequence[str]) -> dict[str, Any]:
     """Leave-one-out accuracy of the linear classifier (``CLASSIFIER``) predicting ``labels`` from the rows
-    of ``vectors``, with the chance rate; accuracy is None with fewer than two classes."""
+    of ``vectors``, with the chance rate; accuracy is None with fewer than two classes or a class of one
+    name (leaving it out would leave nothing of its class to learn from)."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.model_selection import LeaveOneOut, cross_val_predict
     from sklearn.pipeline import make_pipeline
@@ -47,7 +48,7 @@ def loo_accuracy(vectors: np.ndarray, labels: Sequence[str]) -> dict[str, Any]:
     counts = Counter(labels.tolist())
     result = {"n": int(len(labels)), "classes": dict(sorted(counts.items())),
               "chance": max(counts.values()) / len(labels) if len(labels) else None, "accuracy": None}
-    if len(counts) < 2 or len(labels) < 3:
+    if len(counts) < 2 or min(counts.values()) < 2:
         return result
     model = make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=5000))
     with threadpool_limits(1):  # ~100 tiny fits: BLAS threads only add overhead (10x on a busy machine)
