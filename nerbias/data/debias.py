@@ -4,7 +4,7 @@ race subspace of Manzini et al. (2019, multiclass); and its control, normalisati
 
 1. **Normalise**: every vector is scaled to unit length (as in both papers; ``normalized``). This is all
    ``normalize=true`` does; ``debias=hard`` always does it first, so the two conditions differ only by
-   steps 3 and 4.
+   steps 3 and 4 (step 2 changes no vector).
 2. The **bias subspace** B: the gender direction is the first principal component of the definitional
    pairs' centred vectors (each pair minus its mean); the race directions are the first
    ``race_components`` principal components of the race sets' centred vectors; together they are
