@@ -71,6 +71,18 @@ def coverage_names(embeddings: DictConfig) -> dict[str, str] | None:
     return {name: names.group_of[name] for name in names.names if name != names.oov}
 
 
+def name_labels(embeddings: DictConfig) -> dict[str, dict[str, str]] | None:
+    """What the residual-bias classifier of de-biased or normalised runs predicts from the same names:
+    target (gender, race; the group when the list has neither column) -> name -> label."""
+    if "coverage_names" not in embeddings:
+        return None
+    names = load_names(embeddings.coverage_names)
+    evaluated = [name for name in names.names if name != names.oov]
+    targets = {"gender": names.gender_of, "race": names.race_of}
+    labels = {target: {name: of[name] for name in evaluated} for target, of in targets.items() if of}
+    return labels or {"group": {name: names.group_of[name] for name in evaluated}}
+
+
 def build_augmentation(cfg: DictConfig) -> Augmentation:
     """The ``augment`` group as an Augmentation; its name pool (only read when ``augment.names > 0``)
     is the training half of the SSA first names minus every name of ``augment.pool_exclude``, or a
@@ -127,7 +139,7 @@ def run_training(cfg: DictConfig, output_dir: str | Path) -> dict[str, float]:
     logger = _logger(cfg, output_dir)
     try:
         metrics = Trainer(cfg, output_dir, coverage_names=coverage_names(cfg.embeddings),
-                          augmentation=build_augmentation(cfg)).fit(logger)
+                          augmentation=build_augmentation(cfg), name_labels=name_labels(cfg.embeddings)).fit(logger)
         if cfg.get("bias_eval"):
             checkpoint = output_dir / "checkpoints" / "best.pt"
             bias_dirs = []

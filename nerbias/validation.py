@@ -70,6 +70,8 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "embeddings.debias": (lambda v: v in (None, "hard"), "null or hard"),
     "name_profile.enabled": (lambda v: isinstance(v, bool), "true or false"),
     "bias_eval.name_profile.enabled": (lambda v: isinstance(v, bool), "true or false"),
+    "embeddings.debias_neutralize": (lambda v: v in ("all", "neutral_only"), "all or neutral_only"),
+    "embeddings.normalize": (lambda v: v is None or isinstance(v, bool), "true, false or null"),
     "logger.mode": (lambda v: v in WANDB_MODES, ", ".join(WANDB_MODES)),
     "logger.kind": (lambda v: v in ("wandb", "none"), "wandb or none (logger=wandb|none)"),
 }

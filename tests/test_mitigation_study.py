@@ -14,13 +14,14 @@ from nerbias.bias.names import load_names, substitution_pool
 from nerbias.errors import NerbiasError
 from nerbias.tasks import _finished_evaluation
 
-CONDITIONS = {  # condition -> (embeddings.debias, augment.lowercase, augment.names, augment.entity_mask)
-    "baseline": (None, 0.0, 0.0, 0.0),
-    "debias": ("hard", 0.0, 0.0, 0.0),
-    "mixed_case": (None, 1.0, 0.0, 0.0),
-    "names": (None, 0.0, 0.5, 0.0),
-    "mask": (None, 0.0, 0.0, 0.25),
-    "combined": ("hard", 1.0, 0.5, 0.25),
+CONDITIONS = {  # condition -> (embeddings.debias, augment.lowercase, augment.names, augment.entity_mask,
+    "baseline": (None, 0.0, 0.0, 0.0, None),                                        # embeddings.normalize)
+    "normalize": (None, 0.0, 0.0, 0.0, True),
+    "debias": ("hard", 0.0, 0.0, 0.0, None),
+    "mixed_case": (None, 1.0, 0.0, 0.0, None),
+    "names": (None, 0.0, 0.5, 0.0, None),
+    "mask": (None, 0.0, 0.0, 0.25, None),
+    "combined": ("hard", 1.0, 0.5, 0.25, None),
 }
 
 
@@ -32,7 +33,8 @@ def test_the_conditions_are_the_files_of_the_mitigation_group():
 def test_each_condition_composes_with_the_study_and_switches_on_only_its_options(condition):
     cfg = compose_config("train", ["experiment=mitigation_study", f"mitigation={condition}"])
     assert cfg.condition == condition and cfg.run_name == f"mitigation-{condition}-seed42"
-    got = (cfg.embeddings.debias, cfg.augment.lowercase, cfg.augment.names, cfg.augment.entity_mask)
+    got = (cfg.embeddings.debias, cfg.augment.lowercase, cfg.augment.names, cfg.augment.entity_mask,
+           cfg.embeddings.normalize)
     assert got == CONDITIONS[condition]
     assert cfg.embeddings.kind == "glove" and cfg.trainer.max_epochs == 50 and cfg.trainer.patience == 8  # to convergence
     oov = cfg.bias_eval.corpora.winogender_oov

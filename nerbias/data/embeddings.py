@@ -183,10 +183,16 @@ def embedding_matrix(
     lowercase: bool,
     seed: int = 0,
     source: str = "embeddings",
+    unit_length: bool = False,
 ) -> tuple[np.ndarray, int]:
     """Rows for ``words`` (pretrained where known, small random otherwise); returns (matrix, hits).
 
-    Raises when the file's dimension differs from ``dim`` or when no word is covered.
+    A random row (``<unk>``, a word without a pretrained vector) is uniform in [-s, s], s = sqrt(3 / dim):
+    its expected squared length is 1. ``unit_length`` (``embeddings.normalize``, ``debias``) scales every
+    row but padding to exactly 1, the length of every (normalised) pretrained row, so the table starts
+    with one length for all words, known or not, and a normalised run differs from a de-biased one
+    only in the pretrained rows. Raises when the file's dimension differs from ``dim`` or when no word
+    is covered.
     """
     if keyed.vector_size != dim:
         raise NerbiasError(
@@ -204,6 +210,8 @@ def embedding_matrix(
             hits += 1
     if hits == 0:
         raise NerbiasError(f"{source}: no word of the vocabulary has a pretrained vector (check the file and casing)")
+    if unit_length:
+        matrix[1:] /= np.maximum(np.linalg.norm(matrix[1:], axis=1, keepdims=True), 1e-12)
     return matrix, hits
 
 

@@ -30,6 +30,7 @@ from omegaconf import OmegaConf
 from nerbias.bias import census, published
 from nerbias.bias.names import NameList, load_names
 from nerbias.bias.types import corpus_title, parse_corpus_label
+from nerbias.data.debias_diagnostics import DIAGNOSTICS_FILE
 from nerbias.errors import NerbiasError
 from nerbias.fileio import RESOLVED_CONFIG
 from nerbias.loggers import read_offline_run
@@ -146,6 +147,13 @@ def read_metrics(run_dir: Path) -> Any:
     if not path.is_file():
         return None
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def read_debias_diagnostics(run_dir: Path) -> Any:
+    """The run's ``debias_diagnostics.json`` (``nerbias.data.debias_diagnostics``); None when the run wrote
+    none (it neither normalised nor de-biased, or predates the file)."""
+    path = Path(run_dir) / DIAGNOSTICS_FILE
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
 # ----------------------------------------------------------------------------------------------

@@ -45,6 +45,7 @@ from nerbias.bias.statistics import PERSON_PROBABILITY
 from nerbias.bias.types import corpus_title, parse_corpus_label
 from nerbias.errors import NerbiasError
 from nerbias.fileio import RESOLVED_CONFIG, atomic_write_text, write_csv
+from nerbias.reporting.debias_table import diagnostics_section
 from nerbias.reporting.runs import Run, is_hydra_run, load_run, read_metrics, saved_config, select
 from nerbias.reporting.tables import markdown_table
 from nerbias.reporting.intervals import (BASIC, COVERS_NAMES, ONE_SEED, Interval, SeedNoise, Statistic, bias_corrected, difference_covers,
@@ -566,6 +567,7 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
         lines += corpus_section(frame, corpus_title(corpus, lower), baseline if has_baseline[label] else None)
     write_csv(out / "claims.csv", family, float_format="%.17g")
     lines += claims_section(family, 1 - confidence)
+    lines += diagnostics_section(study.runs)
     path = out / "study.md"
     atomic_write_text(path, "\n".join(lines))
     return path

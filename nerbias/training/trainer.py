@@ -8,6 +8,7 @@ uninterrupted run with the same seed.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -22,11 +23,13 @@ from tqdm.auto import tqdm
 from nerbias.data.batching import iterate_batches
 from nerbias.data.conll import Sentence, lowercased
 from nerbias.data.conll2003 import load_conll2003
+from nerbias.data.debias_diagnostics import DIAGNOSTICS_FILE, add_trained_stage
 from nerbias.errors import CheckpointError, NerbiasError
 from nerbias.fileio import atomic_write_json, code_version, write_csv
 from nerbias.loggers import NullLogger, model_artifact_name
 from nerbias.models.bilstm_crf import effective_model_options
-from nerbias.models.checkpoint import load_checkpoint, save_checkpoint
+from nerbias.models.checkpoint import checkpoint_word_table, load_checkpoint, save_checkpoint
+from nerbias.models.embedders import effective_embedding_options
 from nerbias.models.tagger import NerTagger, resolve_device
 from nerbias.scoring import calibration_table, evaluate_split, span_correctness, write_predictions
 from nerbias.training.augment import AUGMENT_PROBABILITIES, Augmentation
@@ -66,10 +69,26 @@ def _run_defining(config: Mapping[str, Any], key: str) -> Any:
     section = config.get(key)
     if key == "model" and isinstance(section, Mapping):
         section = effective_model_options(section)
+    if key == "embeddings" and isinstance(section, Mapping):
+        section = effective_embedding_options(section)
     section = _without_targets(section)
     if key == "augment" and not any((section or {}).get(p) for p in AUGMENT_PROBABILITIES):
         return None  # switched off, or a run saved before augmentation existed: the same training
     return section
+
+
+def record_trained_table(diagnostics_path: Path, checkpoint: Path) -> None:
+    """Add the ``trained`` stage to a run's de-biasing diagnostics (if it has any): the evaluation names'
+    rows of ``checkpoint``'s word table, as fine-tuning left them."""
+    if not diagnostics_path.is_file():
+        return
+    table, words = checkpoint_word_table(checkpoint)
+    written = json.loads(diagnostics_path.read_text(encoding="utf-8"))  # this run's own file, from its start
+    diagnostics = add_trained_stage(written, table.numpy(), words, source=checkpoint.name)
+    atomic_write_json(diagnostics_path, diagnostics)
+    trained = diagnostics["stages"]["trained"]
+    log.info("evaluation names in the trained table: bias-subspace projection %s; linear classifier %s",
+             trained["mean_abs_projection"], {t: c["accuracy"] for t, c in trained["classifier"].items()})
 
 
 def check_same_run(saved: Mapping[str, Any], current: Mapping[str, Any], path: Path) -> None:
@@ -136,14 +155,18 @@ class Trainer:
 
     ``coverage_names`` (name -> group) are evaluation names whose coverage by the pretrained
     vocabulary is reported at the start (``embedding_coverage.json``); the caller supplies them,
-    so training knows nothing of name lists. ``augmentation`` (``nerbias.training.augment``) changes
-    each epoch's training sentences; the caller builds it, with its name pool, from ``augment``.
+    so training knows nothing of name lists. When the vectors are normalised or de-biased, the
+    names' diagnostics (``debias_diagnostics.json``; the classifier predicts ``name_labels``: target ->
+    name -> label) are written at the start and completed from the best checkpoint's word table at the
+    end. ``augmentation`` (``nerbias.training.augment``) changes each epoch's training sentences; the
+    caller builds it, with its name pool, from ``augment``.
     """
 
     def __init__(self, cfg: DictConfig, output_dir: str | Path, coverage_names: Mapping[str, str] | None = None,
-                 augmentation: Augmentation | None = None):
+                 augmentation: Augmentation | None = None, name_labels: Mapping[str, Mapping[str, str]] | None = None):
         self.cfg = cfg
         self.coverage_names = coverage_names
+        self.name_labels = name_labels
         self.augmentation = augmentation or Augmentation()
         self.tcfg = cfg.trainer
         self.output_dir = Path(output_dir)
@@ -182,8 +205,12 @@ class Trainer:
             check_same_run(payload.get("config") or {}, OmegaConf.to_container(cfg, resolve=True), resume_from)
             tagger = NerTagger.from_state(payload, source=str(resume_from)).to(self.device)
         else:
-            tagger, names = build_tagger(cfg, data["train"], self.coverage_names)
+            tagger, names = build_tagger(cfg, data["train"], self.coverage_names, self.name_labels)
             tagger.to(self.device)
+            diagnostics = names.pop("debias", None) if names is not None else None
+            (self.output_dir / DIAGNOSTICS_FILE).unlink(missing_ok=True)  # none left from an earlier attempt
+            if diagnostics is not None:
+                atomic_write_json(self.output_dir / DIAGNOSTICS_FILE, diagnostics)
             if names is not None:
                 atomic_write_json(self.output_dir / "embedding_coverage.json", names)
                 logger.summary({"embedding_names_found": names["found"], "embedding_names_missing": names["missing"]})
@@ -282,6 +309,7 @@ class Trainer:
         if not best_path.is_file():
             raise NerbiasError(f"{best_path}: no best checkpoint (did training run any epoch?)")
         tagger = NerTagger.load(best_path, device=str(self.device))
+        record_trained_table(self.output_dir / DIAGNOSTICS_FILE, best_path)
         batch_size = self.tcfg.eval_batch_size
         dev_scores, _ = evaluate_split(tagger, data["dev"], batch_size, "dev (best)")
         test_scores, test_predictions = evaluate_split(tagger, data["test"], batch_size, "test (best)",
