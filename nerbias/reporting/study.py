@@ -48,8 +48,8 @@ from nerbias.fileio import RESOLVED_CONFIG, atomic_write_text, write_csv
 from nerbias.reporting.debias_table import diagnostics_section
 from nerbias.reporting.runs import Run, is_hydra_run, load_run, read_metrics, saved_config, select
 from nerbias.reporting.tables import markdown_table
-from nerbias.reporting.intervals import (BASIC, COVERS_NAMES, ONE_SEED, Interval, SeedNoise, Statistic, bias_corrected, difference_covers,
-                                         difference_replicates, gap_of, inflate, noise_floor, replicates)
+from nerbias.reporting.intervals import (COVERS_NAMES, ONE_SEED, Interval, SeedNoise, Statistic, difference_covers,
+                                         difference_replicates, gap_interval, inflate, noise_floor, replicates)
 from nerbias.reporting.uncertainty import DEFAULT_CONFIDENCE, NameTable, holm
 
 log = logging.getLogger(__name__)
@@ -325,9 +325,9 @@ def summary_frame(figures: dict[str, Figures], runs: dict[str, list[StudyRun]], 
     gaps: dict[str, tuple[float, np.ndarray, str]] = {}
     for condition, fig in figures.items():
         if len(fig.groups) > 1:
-            raw = float(gap_of(np.array([fig.statistics[g].point for g in fig.groups])))
-            gap_reps = gap_of(np.column_stack([reps[condition][g] for g in fig.groups]))
-            gaps[condition] = (raw, gap_reps, fig.statistics[fig.groups[0]].covers)
+            points = np.array([fig.statistics[g].point for g in fig.groups])
+            group_reps = np.column_stack([reps[condition][g] for g in fig.groups])
+            gaps[condition] = (points, group_reps, fig.statistics[fig.groups[0]].covers)
     base = figures.get(baseline) if baseline else None
     rows = []
     for condition, fig in figures.items():
@@ -338,9 +338,8 @@ def summary_frame(figures: dict[str, Figures], runs: dict[str, list[StudyRun]], 
         for metric in metrics:
             row: dict[str, Any] = {"condition": condition, "metric": metric, "seeds": seeds}
             if metric == GAP:
-                raw, gap_reps, covers = gaps[condition]
-                corrected = bias_corrected(raw, gap_reps)
-                interval = Interval.from_replicates(corrected, gap_reps, covers, confidence, BASIC, estimate=raw)
+                points, group_reps, covers = gaps[condition]
+                interval, raw, _ = gap_interval(points, group_reps, covers, confidence)
                 row.update(raw=raw, **fig.floor)
                 row["below_floor"] = bool(raw < fig.floor["floor_p95"])
             else:
@@ -360,20 +359,19 @@ def _difference(metric: str, condition: str, baseline: str, figures: dict[str, F
     if metric == GAP:
         if condition not in gaps or baseline not in gaps:
             return {}
-        (raw_c, reps_c, covers), (raw_b, reps_b, _) = gaps[condition], gaps[baseline]
+        (points_c, reps_c, _), (points_b, reps_b, _) = gaps[condition], gaps[baseline]
         covers = difference_covers(ours.statistics[ours.groups[0]], theirs.statistics[theirs.groups[0]])
-        corrected = bias_corrected(raw_c, reps_c) - bias_corrected(raw_b, reps_b)
-        interval = Interval.from_replicates(corrected, reps_c - reps_b, covers, confidence, BASIC,
-                                            estimate=raw_c - raw_b)
+        interval, _, _ = gap_interval(points_c, reps_c, covers, confidence, base=(points_b, reps_b))
         out = {**_interval_row("diff", interval), "p_value": interval.p_value}
-        base_corrected = bias_corrected(raw_b, reps_b)
-        if raw_b > 0 and raw_c > 0 and base_corrected > 0:  # the ratio on the log scale, basic interval
+        own, _, own_reps = gap_interval(points_c, reps_c, covers, confidence)
+        theirs_gap, _, base_reps = gap_interval(points_b, reps_b, covers, confidence)
+        if own.value > 0 and theirs_gap.value > 0:  # ratio of the corrected gaps; interval on the log scale
             with np.errstate(all="ignore"):
-                log_reps = np.log(reps_c / reps_b)
-            log_interval = Interval.from_replicates(0.0, log_reps, covers, confidence, BASIC,
-                                                    estimate=float(np.log(raw_c / raw_b)))
-            out.update(ratio=bias_corrected(raw_c, reps_c) / base_corrected,
-                       ratio_low=float(np.exp(log_interval.low)), ratio_high=float(np.exp(log_interval.high)))
+                log_reps = np.log(own_reps / base_reps)
+            shift = float(np.log(own.value / theirs_gap.value)) - float(np.nanmean(log_reps[np.isfinite(log_reps)]))
+            log_interval = Interval.from_replicates(0.0, log_reps + shift, covers, confidence)
+            out.update(ratio=own.value / theirs_gap.value, ratio_low=float(np.exp(log_interval.low)),
+                       ratio_high=float(np.exp(log_interval.high)))
         return out
     if metric not in theirs.statistics:
         return {}
@@ -539,7 +537,7 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
              f"({n_boot} replicates; census {census_boot}; names drawn within groups, one draw for every condition) "
              "plus a t-based seed part (paired on seed numbers), so an interval covers names and seeds; with one "
              "seed it covers the names only, marked (names), and a figure that varies only with the seed has none "
-             "(1 seed). The best - worst gap is bias-corrected (2 x gap - bootstrap mean; basic interval) and shown "
+             "(1 seed). The best - worst gap is bias-corrected (2 x gap - bootstrap mean; percentile interval of the replicates) and shown "
              f"with its noise floor (mean / 95th percentile of the gap with names permuted across groups, "
              f"{floor_permutations} permutations); a gap below the floor's 95th percentile is no evidence of a "
              "group effect.", ""]
