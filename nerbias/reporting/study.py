@@ -257,44 +257,53 @@ def _type1_by_year(run: Run, matrices, unit_names, errors: pd.DataFrame) -> dict
     return out
 
 
+CENSUS_CHUNK = 250  # replicates drawn at a time: a (units x chunk) weight matrix, ~60 MB for 30k units
+
+
 def census_figures(study: Study, label: str, n_boot: int, seed: int) -> dict[str, Figures]:
-    rng = np.random.default_rng(seed)
+    """Female and male weighted type-1 error and their gap, per condition. The units ((name, sex), each
+    with all its years) are drawn in chunks of replicates, each chunk from its own generator, so every
+    condition sees the same draws (paired) and memory stays at one chunk's weights."""
     units = None
-    weights: dict[str, np.ndarray] = {}
-    out = {}
+    wrong: dict[str, list[dict[str, np.ndarray]]] = {}
     for condition, runs in study.runs.items():
-        per_seed: dict[str, list[np.ndarray]] = {"F": [], "M": []}
-        point: dict[str, list[float]] = {"F": [], "M": []}
+        wrong[condition] = []
         for member in runs:
             run = load_run(member.path / "bias" / label)
             if units is None:
-                errors, matrices, names = _census_units(run)
+                _, matrices, names = _census_units(run)
                 units = (matrices, names)
-                for sex, matrix in matrices.items():  # one draw of units for every condition: paired
-                    n = matrix.shape[1]
-                    weights[sex] = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).T.astype(np.float64)
-            matrices, names = units
-            errors = run.tables["census_errors"]
-            wrong = _type1_by_year(run, matrices, names, errors)
-            for sex, matrix in matrices.items():
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    numerator = matrix.multiply(wrong[sex][None, :]).tocsr() @ weights[sex]
-                    rates = numerator / (matrix @ weights[sex])      # (years, B); NaN: no unit drawn that year
-                per_seed[sex].append(np.nanmean(rates, axis=0))
-                point[sex].append(float(np.mean((matrix @ wrong[sex]) / np.asarray(matrix.sum(1)).ravel())))
+            wrong[condition].append(_type1_by_year(run, *units, run.tables["census_errors"]))
+    matrices, _ = units
+    totals = {sex: np.asarray(matrix.sum(1)).ravel() for sex, matrix in matrices.items()}
+    # per condition, sex and seed: (B,) replicate rates (names part)
+    drawn = {c: {sex: [np.empty(n_boot) for _ in wrong[c]] for sex in matrices} for c in wrong}
+    for start in range(0, n_boot, CENSUS_CHUNK):
+        size = min(CENSUS_CHUNK, n_boot - start)
+        for number, (sex, matrix) in enumerate(matrices.items()):
+            n = matrix.shape[1]
+            weights = np.random.default_rng([seed, number, start]).multinomial(
+                n, np.full(n, 1.0 / n), size=size).T.astype(np.float64)
+            denominator = matrix @ weights                       # (years, chunk)
+            for condition, per_seed in wrong.items():
+                for index, errors in enumerate(per_seed):
+                    with np.errstate(invalid="ignore", divide="ignore"):
+                        rates = (matrix.multiply(errors[sex][None, :]).tocsr() @ weights) / denominator
+                    drawn[condition][sex][index][start:start + size] = np.nanmean(rates, axis=0)
+    unit_count = min(matrix.shape[1] for matrix in matrices.values())
+    out = {}
+    for condition, runs in study.runs.items():
         seeds = _seed_ids(runs)
+        point = {sex: np.array([float(np.mean((matrix @ errors[sex]) / totals[sex])) for errors in wrong[condition]])
+                 for sex, matrix in matrices.items()}
+        names_part = {sex: np.vstack(drawn[condition][sex]).mean(0) for sex in matrices}  # every seed, drawn units
         figures = Figures()
-        female, male = (np.vstack(per_seed[s]).mean(0) for s in ("F", "M"))  # names part: every seed, drawn units
-        f_seed, m_seed = np.array(point["F"]), np.array(point["M"])
-        unit_count = min(matrix.shape[1] for matrix in units[0].values())
-        figures.add("female_type1_w", Statistic(float(f_seed.mean()), seeds, f_seed,
-                                                inflate(f_seed.mean(), female, unit_count), unit_count, (0.0, 1.0)))
-        figures.add("male_type1_w", Statistic(float(m_seed.mean()), seeds, m_seed,
-                                              inflate(m_seed.mean(), male, unit_count), unit_count, (0.0, 1.0)))
-        gap = f_seed - m_seed
-        figures.add("female_male_type1_w_gap", Statistic(float(gap.mean()), seeds, gap,
-                                                         inflate(gap.mean(), female - male, unit_count),
-                                                         unit_count, (-1.0, 1.0)))
+        for key, values, reps, bounds in (
+                ("female_type1_w", point["F"], names_part["F"], (0.0, 1.0)),
+                ("male_type1_w", point["M"], names_part["M"], (0.0, 1.0)),
+                ("female_male_type1_w_gap", point["F"] - point["M"], names_part["F"] - names_part["M"], (-1.0, 1.0))):
+            figures.add(key, Statistic(float(values.mean()), seeds, values, inflate(values.mean(), reps, unit_count),
+                                       unit_count, bounds))
         _conll(figures, runs)
         out[condition] = figures
     return out
