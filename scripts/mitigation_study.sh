@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The mitigation study (README "Mitigation"): set up, train the six conditions of configs/mitigation/ on
+# The mitigation study (README "Mitigation"): set up, train the conditions of configs/mitigation/ on
 # GloVe 6B 50d (seeds 1-2 for each, seed 3 for baseline and combined), evaluate each best checkpoint on
 # Winogender, In-Situ and the census (held-out names), cased and lower-cased, then write
 # <sweep dir>/study/study.md: one table per corpus with intervals and paired differences from the baseline.

@@ -29,7 +29,7 @@ from nerbias.models.bilstm_crf import effective_model_options
 from nerbias.models.checkpoint import load_checkpoint, save_checkpoint
 from nerbias.models.tagger import NerTagger, resolve_device
 from nerbias.scoring import evaluate_split, write_predictions
-from nerbias.training.augment import AUGMENT_PROBABILITIES, Augmentation
+from nerbias.training.augment import AUGMENT_PROBABILITIES, Augmentation, effective_augment_options
 from nerbias.training.build import build_tagger
 
 log = logging.getLogger(__name__)
@@ -67,8 +67,10 @@ def _run_defining(config: Mapping[str, Any], key: str) -> Any:
     if key == "model" and isinstance(section, Mapping):
         section = effective_model_options(section)
     section = _without_targets(section)
-    if key == "augment" and not any((section or {}).get(p) for p in AUGMENT_PROBABILITIES):
-        return None  # switched off, or a run saved before augmentation existed: the same training
+    if key == "augment":
+        if not any((section or {}).get(p) for p in AUGMENT_PROBABILITIES):
+            return None  # switched off, or a run saved before augmentation existed: the same training
+        section = effective_augment_options(section)
     return section
 
 
@@ -219,7 +221,7 @@ class Trainer:
             for batch in tqdm(batches, total=total, desc=f"epoch {epoch + 1}", leave=False):
                 batch = batch.to(self.device)
                 optimizer.zero_grad(set_to_none=True)
-                loss = model.loss(batch.words, batch.chars, batch.mask, batch.tags)
+                loss = model.loss(batch.words, batch.chars, batch.mask, batch.tags, noise=batch.noise)
                 if not torch.isfinite(loss):  # a dead model must not end looking trained
                     raise NerbiasError(f"epoch {epoch + 1}, batch {n_batches + 1}: the training loss is "
                                        f"{loss.item()} (not finite); the run stops here (last good state: "
