@@ -237,3 +237,39 @@ def test_the_ambiguous_pool_is_ambiguous_training_half_names_and_never_an_evalua
     conll_only = compose_config("train", tiny_train_overrides(data) + [
         "augment.names=0.5", "augment.name_pool=ambiguous", "augment.ambiguity.source=conll"])
     assert set(build_augmentation(conll_only).name_pool) == {"Jordan", "Zorabel"} & set(half)
+
+
+# ---------------------------------------------------------------------------- configuration
+
+
+def test_runs_saved_before_the_new_keys_resume_and_other_settings_do_not(tmp_path):
+    from omegaconf import OmegaConf
+
+    from nerbias.training.trainer import check_same_run
+
+    def resolved(overrides):
+        return OmegaConf.to_container(compose_config("train", overrides + [f"paths.output_dir={tmp_path}"]),
+                                      resolve=True)
+
+    current = resolved(["augment.names=0.5"])
+    saved = {**current, "augment": {k: v for k, v in current["augment"].items()
+                                     if k not in ("adversarial", "adversarial_context", "ambiguity")}}
+    check_same_run(saved, current, tmp_path)  # the same training: the new keys are off
+    for override in ("augment.adversarial=0.25", "augment.name_pool=ambiguous"):
+        other = resolved(["augment.names=0.5", override])
+        with pytest.raises(NerbiasError, match="different augment"):
+            check_same_run(saved, other, tmp_path)
+
+
+@pytest.mark.parametrize("override, message", [
+    ("augment.adversarial=1.5", "augment.adversarial=1.5: must be a probability"),
+    ("augment.adversarial_context=-1", "augment.adversarial_context=-1: must be an integer >= 0"),
+    ("augment.ambiguity.source=places", "augment.ambiguity.source='places': must be conll, gazetteer, either or both"),
+    ("augment.ambiguity.types=[LOC,CITY]", "augment.ambiguity.types=.*: must be a non-empty list"),
+    ("augment.ambiguity.min_count=0", "augment.ambiguity.min_count=0: must be an integer >= 1"),
+])
+def test_bad_values_of_the_new_options_stop_before_any_work(override, message):
+    from nerbias.validation import ConfigError, validate
+
+    with pytest.raises(ConfigError, match=message):
+        validate(compose_config("train", [override]))
