@@ -133,6 +133,24 @@ def test_noise_replaces_both_channels_of_the_chosen_tokens_only_in_training(one_
             model.emissions(batch.words, batch.chars, batch.mask, batch.noise)
 
 
+def test_noise_replaces_the_elmo_vector_of_the_chosen_tokens_whose_characters_are_masked():
+    torch.manual_seed(0)
+    tagger = NerTagger.build(TRAIN, {"lstm_hidden": 4, "dropout": 0.0, "noise_types": ["PER", "LOC", "ORG", "MISC"]},
+                             embeddings=TINY_ELMO)
+    noisy = Augmentation(adversarial=1.0).epoch(TRAIN[2:], seed=0, epoch=0)[0]
+    batch = next(iterate_batches([noisy], tagger.encoder, batch_size=1))
+    masked = [i for i, kind in enumerate(noisy.noise) if kind]
+    assert all(torch.equal(batch.chars[0, i], torch.tensor(word_to_char_ids(MASKED))) for i in masked)
+    seen = []
+    hook = tagger.model.dropout.register_forward_pre_hook(lambda module, args: seen.append(args[0].detach()))
+    tagger.model.train()
+    loss = tagger.model.loss(batch.words, batch.chars, batch.mask, batch.tags, noise=batch.noise)
+    hook.remove()
+    assert torch.isfinite(loss)
+    for i in masked:
+        assert torch.equal(seen[0][0, i], tagger.model.mention_noise.weight[tagger.encoder.noise_ids[noisy.noise[i]]])
+
+
 def test_evaluation_never_uses_the_noise_vectors_whatever_the_name():
     torch.manual_seed(0)
     tagger = NerTagger.build(TRAIN, {**CHAR_MODELS["cnn"], "noise_types": ["PER", "LOC", "ORG", "MISC"]})
