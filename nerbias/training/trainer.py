@@ -221,7 +221,7 @@ class Trainer:
             for batch in tqdm(batches, total=total, desc=f"epoch {epoch + 1}", leave=False):
                 batch = batch.to(self.device)
                 optimizer.zero_grad(set_to_none=True)
-                loss = model.loss(batch.words, batch.chars, batch.mask, batch.tags, noise=batch.noise)
+                loss = model.loss(batch.words, batch.chars, batch.mask, batch.tags, batch.noise)
                 if not torch.isfinite(loss):  # a dead model must not end looking trained
                     raise NerbiasError(f"epoch {epoch + 1}, batch {n_batches + 1}: the training loss is "
                                        f"{loss.item()} (not finite); the run stops here (last good state: "
