@@ -11,7 +11,7 @@ from conftest import compose_config, tiny_train_overrides
 from nerbias.bias.names import load_names, substitution_pool
 from nerbias.data.conll import Sentence
 from nerbias.data.tags import Span
-from nerbias.data.vocab import UNK
+from nerbias.data.batching import MASKED
 from nerbias.errors import NerbiasError
 from nerbias.training.augment import Augmentation
 
@@ -43,7 +43,7 @@ def test_lowercasing_touches_only_the_case():
 def test_masking_touches_only_person_tokens():
     masked = Augmentation(entity_mask=1.0).epoch(SENTENCES, seed=1, epoch=0)
     first = masked[0]
-    assert first.tokens == (UNK, "met", UNK, UNK, "in", "Paris", ".") and first.spans == SENTENCES[0].spans
+    assert first.tokens == (MASKED, "met", MASKED, MASKED, "in", "Paris", ".") and first.spans == SENTENCES[0].spans
     assert masked[1] == SENTENCES[1]
 
 

@@ -15,18 +15,24 @@ from nerbias.errors import NerbiasError
 from nerbias.tasks import _finished_evaluation
 
 CONDITIONS = {  # condition -> (embeddings.debias, augment.lowercase, augment.names, augment.entity_mask,
-    "baseline": (None, 0.0, 0.0, 0.0, None),                                        # embeddings.normalize)
-    "normalize": (None, 0.0, 0.0, 0.0, True),
-    "debias": ("hard", 0.0, 0.0, 0.0, None),
-    "mixed_case": (None, 1.0, 0.0, 0.0, None),
-    "names": (None, 0.0, 0.5, 0.0, None),
-    "mask": (None, 0.0, 0.0, 0.25, None),
-    "combined": ("hard", 1.0, 0.5, 0.25, None),
+    #                          embeddings.normalize, augment.adversarial, augment.name_pool)
+    "baseline": (None, 0.0, 0.0, 0.0, None, 0.0, "ssa_train_half"),
+    "normalize": (None, 0.0, 0.0, 0.0, True, 0.0, "ssa_train_half"),
+    "debias": ("hard", 0.0, 0.0, 0.0, None, 0.0, "ssa_train_half"),
+    "mixed_case": (None, 1.0, 0.0, 0.0, None, 0.0, "ssa_train_half"),
+    "names": (None, 0.0, 0.5, 0.0, None, 0.0, "ssa_train_half"),
+    "mask": (None, 0.0, 0.0, 0.25, None, 0.0, "ssa_train_half"),
+    "combined": ("hard", 1.0, 0.5, 0.25, None, 0.0, "ssa_train_half"),
+    "adversarial": (None, 0.0, 0.0, 0.0, None, 0.25, "ssa_train_half"),
+    "ambiguous_names": (None, 0.0, 0.5, 0.0, None, 0.0, "ambiguous"),
 }
 
 
-def test_the_conditions_are_the_files_of_the_mitigation_group():
+def test_the_conditions_are_the_files_of_the_mitigation_group_and_the_study_sweeps_them_all():
     assert sorted(p.stem for p in (CONFIGS / "mitigation").glob("*.yaml")) == sorted(CONDITIONS)
+    from omegaconf import OmegaConf
+    swept = OmegaConf.load(CONFIGS / "experiment" / "mitigation_study.yaml").hydra.sweeper.params.mitigation
+    assert sorted(swept.split(",")) == sorted(CONDITIONS)
 
 
 @pytest.mark.parametrize("condition", sorted(CONDITIONS))
@@ -34,7 +40,7 @@ def test_each_condition_composes_with_the_study_and_switches_on_only_its_options
     cfg = compose_config("train", ["experiment=mitigation_study", f"mitigation={condition}"])
     assert cfg.condition == condition and cfg.run_name == f"mitigation-{condition}-seed42"
     got = (cfg.embeddings.debias, cfg.augment.lowercase, cfg.augment.names, cfg.augment.entity_mask,
-           cfg.embeddings.normalize)
+           cfg.embeddings.normalize, cfg.augment.adversarial, cfg.augment.name_pool)
     assert got == CONDITIONS[condition]
     assert cfg.embeddings.kind == "glove" and cfg.trainer.max_epochs == 50 and cfg.trainer.patience == 8  # to convergence
     oov = cfg.bias_eval.corpora.winogender_oov

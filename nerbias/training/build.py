@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from nerbias.building import build
-from nerbias.data.conll import Sentence
+from nerbias.data.conll import ENTITY_TYPES, Sentence
 from nerbias.models.tagger import NerTagger
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,8 @@ def build_tagger(cfg: DictConfig, train: Sequence[Sentence], coverage_names: Map
         log.info("%s covers %d of %d evaluation names; missing: %s", source, names["found"], names["names"],
                  ", ".join(f"{n} ({g})" for n, g in names["missing_by_group"].items()) or "none")
     model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
+    if float(OmegaConf.select(cfg, "augment.adversarial", default=0) or 0) > 0:
+        model_cfg["noise_types"] = list(ENTITY_TYPES)  # the learnable noise vectors of adversarial training
     tagger = NerTagger.build(train, model_cfg, embeddings=embeddings, config=OmegaConf.to_container(cfg, resolve=True),
                              seed=cfg.seed)
     return tagger, names

@@ -32,7 +32,7 @@ from nerbias.models.checkpoint import checkpoint_word_table, load_checkpoint, sa
 from nerbias.models.embedders import effective_embedding_options
 from nerbias.models.tagger import NerTagger, resolve_device
 from nerbias.scoring import calibration_table, evaluate_split, span_correctness, write_predictions
-from nerbias.training.augment import AUGMENT_PROBABILITIES, Augmentation
+from nerbias.training.augment import AUGMENT_PROBABILITIES, Augmentation, effective_augment_options
 from nerbias.training.build import build_tagger
 
 log = logging.getLogger(__name__)
@@ -72,8 +72,10 @@ def _run_defining(config: Mapping[str, Any], key: str) -> Any:
     if key == "embeddings" and isinstance(section, Mapping):
         section = effective_embedding_options(section)
     section = _without_targets(section)
-    if key == "augment" and not any((section or {}).get(p) for p in AUGMENT_PROBABILITIES):
-        return None  # switched off, or a run saved before augmentation existed: the same training
+    if key == "augment":
+        if not any((section or {}).get(p) for p in AUGMENT_PROBABILITIES):
+            return None  # switched off, or a run saved before augmentation existed: the same training
+        section = effective_augment_options(section)
     return section
 
 
@@ -246,7 +248,7 @@ class Trainer:
             for batch in tqdm(batches, total=total, desc=f"epoch {epoch + 1}", leave=False):
                 batch = batch.to(self.device)
                 optimizer.zero_grad(set_to_none=True)
-                loss = model.loss(batch.words, batch.chars, batch.mask, batch.tags)
+                loss = model.loss(batch.words, batch.chars, batch.mask, batch.tags, batch.noise)
                 if not torch.isfinite(loss):  # a dead model must not end looking trained
                     raise NerbiasError(f"epoch {epoch + 1}, batch {n_batches + 1}: the training loss is "
                                        f"{loss.item()} (not finite); the run stops here (last good state: "
