@@ -71,6 +71,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--ssa", help="SSA names folder or names.zip (default: the run's corpus.ssa)")
     parser.add_argument("--predictions", help="published census predictions folder (default: the run's tagger.path)")
     parser.add_argument("--checkpoint", help="nerbias checkpoint: adds the t-SNE of the names' word vectors")
+    parser.add_argument("--ambiguity-min-typed", type=int, default=1,
+                        help="a name is ambiguous when typed --ambiguity-types this often in CoNLL-03 train ...")
+    parser.add_argument("--ambiguity-types", default="LOC,ORG,MISC", help="... as these types (comma-separated)")
+    parser.add_argument("--ambiguity-casing", default="exact", choices=["exact", "lower"],
+                        help="... counting the exact-case or the lower-cased token")
+    parser.add_argument("--ambiguity-no-gazetteer", action="store_true",
+                        help="do not also count GeoNames places as ambiguous")
+    parser.add_argument("--ambiguity-boot", type=int, default=1000,
+                        help="bootstrap replicates (over names) of the ambiguity regression")
     parser.add_argument("--wandb-mode", default="disabled", choices=["disabled", "offline", "online", "auto"],
                         help="log the report to W&B too (default: disabled)")
     parser.add_argument("--wandb-project", default="nerbias")
@@ -92,7 +101,11 @@ def main(argv: list[str] | None = None) -> int:
                             seed=args.seed, census_boot=args.census_boot,
                             census_permutations=args.census_permutations,
                             census_years=parse_years(args.census_years), ssa=args.ssa, predictions=args.predictions,
-                            checkpoint=args.checkpoint)
+                            checkpoint=args.checkpoint, ambiguity_boot=args.ambiguity_boot,
+                            ambiguity_rule={"min_typed": args.ambiguity_min_typed,
+                                            "types": [t.strip() for t in args.ambiguity_types.split(",") if t.strip()],
+                                            "casing": args.ambiguity_casing,
+                                            "gazetteer": not args.ambiguity_no_gazetteer})
     out_dir = Path(args.output_dir or args.run_dirs[0])
     if out_dir.is_dir():  # the log too, not only the console (report.log beside report.md)
         handler = logging.FileHandler(out_dir / "report.log", encoding="utf-8")

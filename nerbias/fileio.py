@@ -168,3 +168,19 @@ def check_recorded_files(folder: str | Path, record: Mapping[str, Mapping[str, A
         if digest != expected.get("sha256"):
             raise DataFormatError(path, "content differs from what the run wrote (sha256 in metrics.json): "
                                         "edited or damaged; rerun the evaluation")
+
+
+def code_version() -> dict[str, Any]:
+    """The git commit of the code that is running (and whether its tree had uncommitted changes), for
+    the provenance of results; empty when the package is not in a git checkout or git is missing."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=10, check=True).stdout.strip()
+        status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return {"commit": commit, "dirty": bool(status.strip())}

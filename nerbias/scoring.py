@@ -11,6 +11,8 @@ import logging
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
+import pandas as pd
 from seqeval.metrics import classification_report
 from seqeval.scheme import IOBES
 
@@ -50,19 +52,53 @@ def evaluate_split(tagger: NerTagger, sentences: Sequence[Sentence], batch_size:
     return scores, predictions
 
 
+CALIBRATION_BINS = 10
+
+
+def span_correctness(sentences: Sequence[Sentence], predictions: Sequence[Prediction]) -> tuple[np.ndarray, np.ndarray]:
+    """Every predicted span's confidence P(span | sentence) and whether it is a gold entity (same
+    boundaries and type: the conlleval notion of a correct chunk)."""
+    confidences, correct = [], []
+    for sentence, prediction in zip(sentences, predictions):
+        gold = {(span.start, span.end, span.label) for span in sentence.spans}
+        for span, confidence in zip(prediction.spans, prediction.confidences):
+            confidences.append(confidence)
+            correct.append((span.start, span.end, span.label) in gold)
+    return np.asarray(confidences, dtype=np.float64), np.asarray(correct, dtype=bool)
+
+
+def calibration_table(confidences: np.ndarray, correct: np.ndarray,
+                      bins: int = CALIBRATION_BINS) -> tuple[pd.DataFrame, float]:
+    """Reliability table over equal-mass bins of the confidences (each bin: count, mean confidence,
+    share correct) and the expected calibration error ``sum_b n_b / N |accuracy_b - confidence_b|``."""
+    if not len(confidences):
+        return pd.DataFrame(columns=["bin", "count", "confidence", "accuracy", "low", "high"]), float("nan")
+    order = np.argsort(confidences, kind="stable")
+    rows = []
+    for number, members in enumerate(np.array_split(order, min(bins, len(order)))):
+        rows.append({"bin": number, "count": len(members), "confidence": float(confidences[members].mean()),
+                     "accuracy": float(correct[members].mean()), "low": float(confidences[members].min()),
+                     "high": float(confidences[members].max())})
+    table = pd.DataFrame(rows)
+    ece = float((table["count"] * (table["accuracy"] - table["confidence"]).abs()).sum() / len(confidences))
+    return table, ece
+
+
 def write_predictions(output_dir: Path, name: str, sentences: Sequence[Sentence],
                       predictions: Sequence[Prediction]) -> None:
     """``<name>.conll`` (token, gold, predicted; IOB1 like the source, conlleval-ready) and
-    ``<name>_spans.tsv`` (every predicted entity with its exact confidence)."""
+    ``<name>_spans.tsv`` (every predicted entity with its exact confidence and whether it is a gold entity)."""
     rows = []
-    span_lines = ["sentence\tstart\tend\tlabel\tconfidence\ttext"]
+    span_lines = ["sentence\tstart\tend\tlabel\tconfidence\ttext\tcorrect"]
     for number, (sentence, prediction) in enumerate(zip(sentences, predictions)):
         gold = bioes_to_iob1(bioes_tags(sentence))
         predicted = bioes_to_iob1(prediction.tags)
         rows.append([[token, g, p] for token, g, p in zip(sentence.tokens, gold, predicted)])
+        entities = {(span.start, span.end, span.label) for span in sentence.spans}
         for span, confidence in zip(prediction.spans, prediction.confidences):
             text = " ".join(sentence.tokens[span.start:span.end])
-            span_lines.append(f"{number}\t{span.start}\t{span.end}\t{span.label}\t{confidence:.6f}\t{text}")
+            correct = int((span.start, span.end, span.label) in entities)
+            span_lines.append(f"{number}\t{span.start}\t{span.end}\t{span.label}\t{confidence:.6f}\t{text}\t{correct}")
     write_conll(output_dir / f"{name}.conll", rows)
     atomic_write_text(output_dir / f"{name}_spans.tsv", "\n".join(span_lines) + "\n")
 

@@ -26,8 +26,9 @@ from nerbias.bias.runner import run_bias_evaluation
 from nerbias.bias.taggers import CheckpointSlotTagger
 from nerbias.bias.types import corpus_label
 from nerbias.building import build
-from nerbias.data.conll import lowercased
-from nerbias.data.conll2003 import load_conll2003
+from nerbias.data.ambiguity import AmbiguityRule, ambiguous_tokens
+from nerbias.data.conll import lowercased, read_conll
+from nerbias.data.conll2003 import SPLIT_FILES, load_conll2003
 from nerbias.errors import NerbiasError
 from nerbias.fileio import RESOLVED_CONFIG, atomic_write_json, atomic_write_text, check_writable, remove_orphans
 from nerbias.loggers import NullLogger, build_logger, model_artifact_name
@@ -35,7 +36,7 @@ from nerbias.models.checkpoint import load_checkpoint
 from nerbias.reporting.pipeline import render_run_report
 from nerbias.reporting.report import ReportOptions
 from nerbias.scoring import score_splits
-from nerbias.training.augment import Augmentation
+from nerbias.training.augment import DEFAULT_ADVERSARIAL_CONTEXT, Augmentation
 from nerbias.training.trainer import Trainer
 from nerbias.validation import validate
 
@@ -71,27 +72,64 @@ def coverage_names(embeddings: DictConfig) -> dict[str, str] | None:
     return {name: names.group_of[name] for name in names.names if name != names.oov}
 
 
+def name_labels(embeddings: DictConfig) -> dict[str, dict[str, str]] | None:
+    """What the residual-bias classifier of de-biased or normalised runs predicts from the same names:
+    target (gender, race; the group when the list has neither column) -> name -> label."""
+    if "coverage_names" not in embeddings:
+        return None
+    names = load_names(embeddings.coverage_names)
+    evaluated = [name for name in names.names if name != names.oov]
+    targets = {"gender": names.gender_of, "race": names.race_of}
+    labels = {target: {name: of[name] for name in evaluated} for target, of in targets.items() if of}
+    return labels or {"group": {name: names.group_of[name] for name in evaluated}}
+
+
 def build_augmentation(cfg: DictConfig) -> Augmentation:
     """The ``augment`` group as an Augmentation; its name pool (only read when ``augment.names > 0``)
-    is the training half of the SSA first names minus every name of ``augment.pool_exclude``, or a
-    file of names, one a line, minus the same."""
+    is the training half of the SSA first names minus every name of ``augment.pool_exclude``
+    (``ssa_train_half``), only those of it that ``augment.ambiguity`` marks ambiguous (``ambiguous``),
+    or a file of names, one a line, minus the same."""
     spec = cfg.get("augment") or {}
     pool: tuple[str, ...] = ()
     if float(spec.get("names", 0) or 0) > 0:
         excluded = [name for path in (spec.get("pool_exclude") or [None]) for name in load_names(path).names]
         source = str(spec.get("name_pool") or "ssa_train_half")
-        if source == "ssa_train_half":
+        if source in SSA_POOLS:
             candidates = census.distinct_names(census.read_ssa(Path(cfg.paths.data_dir) / "ssa_names", progress=False))
         else:
             path = Path(source)
             if not path.is_file():
-                raise NerbiasError(f"augment.name_pool={source}: not ssa_train_half and no such file")
+                raise NerbiasError(f"augment.name_pool={source}: not one of {', '.join(SSA_POOLS)} and no such file")
             candidates = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-        pool = tuple(substitution_pool(candidates, excluded, "train" if source == "ssa_train_half" else None))
+        pool = tuple(substitution_pool(candidates, excluded, "train" if source in SSA_POOLS else None))
+        if source == "ambiguous":
+            pool = tuple(ambiguous_pool(cfg, pool))
         log.info("name substitution: %d pool names (%s), none of the %d evaluation names", len(pool), source,
                  len(excluded))
     return Augmentation(lowercase=float(spec.get("lowercase", 0) or 0), names=float(spec.get("names", 0) or 0),
-                        entity_mask=float(spec.get("entity_mask", 0) or 0), name_pool=pool)
+                        entity_mask=float(spec.get("entity_mask", 0) or 0), name_pool=pool,
+                        adversarial=float(spec.get("adversarial", 0) or 0),
+                        adversarial_context=spec.get("adversarial_context", DEFAULT_ADVERSARIAL_CONTEXT))
+
+
+SSA_POOLS = ("ssa_train_half", "ambiguous")  # name pools drawn from the SSA names (else a file)
+
+
+def ambiguous_pool(cfg: DictConfig, names: tuple[str, ...]) -> list[str]:
+    """The names that ``augment.ambiguity`` marks ambiguous, judged on CoNLL-03 eng.train of
+    ``paths.data_dir`` (all of it, whatever ``data.max_train_sentences`` says) and the gazetteer."""
+    spec = OmegaConf.to_container(cfg.augment.get("ambiguity") or {}, resolve=True)
+    try:
+        rule = AmbiguityRule.from_mapping(spec)
+    except NerbiasError as error:
+        raise NerbiasError(f"augment.ambiguity: {error}") from None
+    train = Path(cfg.paths.data_dir) / "conll2003" / SPLIT_FILES["train"]
+    pool = ambiguous_tokens(names, read_conll(train), rule)
+    if not pool:
+        raise NerbiasError(f"augment.name_pool=ambiguous: none of the {len(names)} training-half names is ambiguous "
+                           f"under augment.ambiguity={spec} ({train})")
+    log.info("ambiguous names (%s): %d of %d, e.g. %s", rule.describe(), len(pool), len(names), ", ".join(pool[:8]))
+    return pool
 
 
 def bias_evaluation_configs(cfg: DictConfig, checkpoint: Path) -> list[tuple[str, DictConfig]]:
@@ -110,6 +148,8 @@ def bias_evaluation_configs(cfg: DictConfig, checkpoint: Path) -> list[tuple[str
                 "corpus": {**OmegaConf.to_container(corpus, resolve=True), "lowercase": bool(lowercase)},
                 "tagger": tagger, "metrics": OmegaConf.to_container(spec.metrics, resolve=True),
                 "shards_dir": None, "merge_shards": False})
+            if OmegaConf.select(spec, "name_profile.enabled"):  # only when on: finished runs' configs stay equal
+                eval_cfg.name_profile = OmegaConf.to_container(spec.name_profile, resolve=True)
             runs.append((corpus_label(str(name), bool(lowercase)), eval_cfg))
     return runs
 
@@ -119,11 +159,13 @@ def run_training(cfg: DictConfig, output_dir: str | Path) -> dict[str, float]:
     on the bias corpora into ``<run dir>/bias/<corpus>[_lower]/``, logged to the same W&B run."""
     output_dir = Path(output_dir)
     validate(cfg, _command_line_overrides())
+    if cfg.get("bias_eval") and cfg.bias_eval.get("report"):  # its options (the ambiguity rule) before training
+        ReportOptions(**OmegaConf.to_container(cfg.bias_eval.report, resolve=True))
     check_writable(output_dir / "checkpoints")  # before an epoch, not after it
     logger = _logger(cfg, output_dir)
     try:
         metrics = Trainer(cfg, output_dir, coverage_names=coverage_names(cfg.embeddings),
-                          augmentation=build_augmentation(cfg)).fit(logger)
+                          augmentation=build_augmentation(cfg), name_labels=name_labels(cfg.embeddings)).fit(logger)
         if cfg.get("bias_eval"):
             checkpoint = output_dir / "checkpoints" / "best.pt"
             bias_dirs = []

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from nerbias.errors import NerbiasError
 
@@ -68,7 +68,19 @@ RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "augment.lowercase": (lambda v: _number(v) and 0 <= v <= 1, "a probability in [0, 1]"),
     "augment.names": (lambda v: _number(v) and 0 <= v <= 1, "a probability in [0, 1]"),
     "augment.entity_mask": (lambda v: _number(v) and 0 <= v <= 1, "a probability in [0, 1]"),
+    "augment.adversarial": (lambda v: _number(v) and 0 <= v <= 1, "a probability in [0, 1]"),
+    "augment.adversarial_context": (lambda v: _integer(v) and v >= 0, "an integer >= 0"),
+    "augment.ambiguity.types": (lambda v: isinstance(v, (list, ListConfig)) and len(v) > 0 and
+                                all(t in ("PER", "LOC", "ORG", "MISC", "O") for t in v),
+                                "a non-empty list of PER, LOC, ORG, MISC, O"),
+    "augment.ambiguity.min_typed": (lambda v: _integer(v) and v >= 1, "an integer >= 1"),
+    "augment.ambiguity.casing": (lambda v: v in ("exact", "lower"), "exact or lower"),
+    "augment.ambiguity.gazetteer": (lambda v: isinstance(v, bool), "true or false"),
     "embeddings.debias": (lambda v: v in (None, "hard"), "null or hard"),
+    "name_profile.enabled": (lambda v: isinstance(v, bool), "true or false"),
+    "bias_eval.name_profile.enabled": (lambda v: isinstance(v, bool), "true or false"),
+    "embeddings.debias_neutralize": (lambda v: v in ("all", "neutral_only"), "all or neutral_only"),
+    "embeddings.normalize": (lambda v: v is None or isinstance(v, bool), "true, false or null"),
     "logger.mode": (lambda v: v in WANDB_MODES, ", ".join(WANDB_MODES)),
     "logger.kind": (lambda v: v in ("wandb", "none"), "wandb or none (logger=wandb|none)"),
 }

@@ -11,7 +11,7 @@ from conftest import compose_config, tiny_train_overrides
 from nerbias.bias.names import load_names, substitution_pool
 from nerbias.data.conll import Sentence
 from nerbias.data.tags import Span
-from nerbias.data.vocab import UNK
+from nerbias.data.batching import MASKED
 from nerbias.errors import NerbiasError
 from nerbias.training.augment import Augmentation
 
@@ -43,7 +43,7 @@ def test_lowercasing_touches_only_the_case():
 def test_masking_touches_only_person_tokens():
     masked = Augmentation(entity_mask=1.0).epoch(SENTENCES, seed=1, epoch=0)
     first = masked[0]
-    assert first.tokens == (UNK, "met", UNK, UNK, "in", "Paris", ".") and first.spans == SENTENCES[0].spans
+    assert first.tokens == (MASKED, "met", MASKED, MASKED, "in", "Paris", ".") and first.spans == SENTENCES[0].spans
     assert masked[1] == SENTENCES[1]
 
 
@@ -170,10 +170,14 @@ def test_debiased_training_writes_the_diagnostic(tmp_path):
                                                "embeddings.dim=6", "embeddings.debias=hard",
                                                f"embeddings.coverage_names={names}", f"paths.output_dir={out}"])
     run_training(cfg, out)
-    report = json.loads((out / "embedding_coverage.json").read_text())["debias"]
-    assert report["names"] == 3 and report["mean_abs_projection_before"] > 0.1
-    assert report["mean_abs_projection_after"] < 1e-6
-    directions = report["per_direction"]
-    assert list(directions) == ["gender", "race_1", "race_2"][:report["directions"]] and "gender" in directions
-    assert all(d["mean_abs_cosine_after"] < 1e-6 for d in directions.values())
-    assert max(d["mean_abs_cosine_before"] for d in directions.values()) > 0.05
+    assert "debias" not in json.loads((out / "embedding_coverage.json").read_text())
+    report = json.loads((out / "debias_diagnostics.json").read_text())
+    before, initial, trained = (report["stages"][s] for s in ("before", "initial", "trained"))
+    assert report["method"] == "hard" and report["names"] == ["Maria", "Greg", "Lakisha"] and initial["names"] == 3
+    assert before["mean_abs_projection"] > 0.1 and initial["mean_abs_projection"] < 1e-6
+    directions = initial["mean_abs_cosine"]
+    assert report["subspace"]["directions"] == list(directions) == ["gender", "race_1", "race_2"]
+    assert all(value < 1e-6 for value in directions.values())
+    assert max(before["mean_abs_cosine"].values()) > 0.05
+    assert trained["source"] == "best.pt" and trained["names"] == 3 and trained["mean_abs_projection"] is not None
+    assert set(trained["classifier"]) == {"group"}  # the list has no gender or race column

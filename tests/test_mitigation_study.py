@@ -14,27 +14,37 @@ from nerbias.bias.names import load_names, substitution_pool
 from nerbias.errors import NerbiasError
 from nerbias.tasks import _finished_evaluation
 
-CONDITIONS = {  # condition -> (embeddings.debias, augment.lowercase, augment.names, augment.entity_mask)
-    "baseline": (None, 0.0, 0.0, 0.0),
-    "debias": ("hard", 0.0, 0.0, 0.0),
-    "mixed_case": (None, 1.0, 0.0, 0.0),
-    "names": (None, 0.0, 0.5, 0.0),
-    "mask": (None, 0.0, 0.0, 0.25),
-    "combined": ("hard", 1.0, 0.5, 0.25),
+CONDITIONS = {  # condition -> (embeddings.debias, augment.lowercase, augment.names, augment.entity_mask,
+    #                          embeddings.normalize, augment.adversarial, augment.name_pool)
+    "baseline": (None, 0.0, 0.0, 0.0, None, 0.0, "ssa_train_half"),
+    "normalize": (None, 0.0, 0.0, 0.0, True, 0.0, "ssa_train_half"),
+    "debias": ("hard", 0.0, 0.0, 0.0, None, 0.0, "ssa_train_half"),
+    "mixed_case": (None, 1.0, 0.0, 0.0, None, 0.0, "ssa_train_half"),
+    "names": (None, 0.0, 0.5, 0.0, None, 0.0, "ssa_train_half"),
+    "mask": (None, 0.0, 0.0, 0.25, None, 0.0, "ssa_train_half"),
+    "combined": ("hard", 1.0, 0.5, 0.25, None, 0.0, "ssa_train_half"),
+    "adversarial": (None, 0.0, 0.0, 0.0, None, 0.25, "ssa_train_half"),
+    "ambiguous_names": (None, 0.0, 0.5, 0.0, None, 0.0, "ambiguous"),
 }
 
 
-def test_the_conditions_are_the_files_of_the_mitigation_group():
+def test_the_conditions_are_the_files_of_the_mitigation_group_and_the_study_sweeps_them_all():
     assert sorted(p.stem for p in (CONFIGS / "mitigation").glob("*.yaml")) == sorted(CONDITIONS)
+    from omegaconf import OmegaConf
+    swept = OmegaConf.load(CONFIGS / "experiment" / "mitigation_study.yaml").hydra.sweeper.params.mitigation
+    assert sorted(swept.split(",")) == sorted(CONDITIONS)
 
 
 @pytest.mark.parametrize("condition", sorted(CONDITIONS))
 def test_each_condition_composes_with_the_study_and_switches_on_only_its_options(condition):
     cfg = compose_config("train", ["experiment=mitigation_study", f"mitigation={condition}"])
     assert cfg.condition == condition and cfg.run_name == f"mitigation-{condition}-seed42"
-    got = (cfg.embeddings.debias, cfg.augment.lowercase, cfg.augment.names, cfg.augment.entity_mask)
+    got = (cfg.embeddings.debias, cfg.augment.lowercase, cfg.augment.names, cfg.augment.entity_mask,
+           cfg.embeddings.normalize, cfg.augment.adversarial, cfg.augment.name_pool)
     assert got == CONDITIONS[condition]
-    assert cfg.embeddings.kind == "glove" and cfg.trainer.max_epochs == 20
+    assert cfg.embeddings.kind == "glove" and cfg.trainer.max_epochs == 50 and cfg.trainer.patience == 8  # to convergence
+    oov = cfg.bias_eval.corpora.winogender_oov
+    assert oov.names == "oov_set" and oov.seed == 0 and cfg.bias_eval.corpora.insitu_oov.names == "oov_set"
     census = cfg.bias_eval.corpora.census
     assert census.names == "heldout" and list(census.pool_exclude) == list(cfg.augment.pool_exclude)
     assert cfg.bias_eval.corpora.winogender.seed == 0  # one sample for every condition and seed

@@ -68,13 +68,18 @@ def test_point_values_are_the_papers_statistics_averaged_over_seeds(tmp_path):
     assert value("ALL") == pytest.approx(np.mean([50 / 60, 52 / 60]))
     female = np.mean([(6 + 8 + 9 + 7) / 40, (8 + 8 + 9 + 7) / 40])
     assert value("female_male_gap") == pytest.approx(female - 1.0)
-    assert value("best_worst_gap") == pytest.approx(1.0 - value("Black Female"))
+    gap = table.loc[("baseline", "best_worst_gap")]
+    assert gap["raw"] == pytest.approx(1.0 - value("Black Female"))
+    assert gap["value"] < gap["raw"]  # bias-corrected: max - min of noisy group means overshoots
+    assert gap["floor_mean"] > 0 and gap["floor_p95"] >= gap["floor_mean"] and 0 < gap["floor_p"] <= 1
     assert value("OOV") == pytest.approx(0.6)
     medians = np.mean([[0.6, 0.8, 1, 1, 0.9, 0.7], [0.8, 0.8, 1, 1, 0.9, 0.7]], axis=0)
     assert value("median_confidence_std") == pytest.approx(np.std(medians))
     assert value("test_f1") == pytest.approx(0.91) and value("test_lower_f1") == pytest.approx(0.455)
     low, high = table.loc[("baseline", "best_worst_gap"), ["ci_low", "ci_high"]]
     assert low <= value("best_worst_gap") <= high and high > low
+    assert table.loc[("baseline", "ALL"), "ci_covers"] == "names+seeds"
+    assert table.loc[("baseline", "test_f1"), "ci_covers"] == "seeds"
 
 
 def test_differences_are_paired_on_the_names(tmp_path):
@@ -87,12 +92,16 @@ def test_differences_are_paired_on_the_names(tmp_path):
     # the same model on the same names in every replicate: no difference at all, not a wide interval
     for metric in ("ALL", "best_worst_gap", "Black Female", "median_confidence_std"):
         assert tuple(table.loc[("same", metric), ["diff", "diff_low", "diff_high"]]) == (0.0, 0.0, 0.0)
-    gap = table.loc[("better", "best_worst_gap")]
-    assert gap["diff"] == pytest.approx((1 - 0.9) - (1 - 0.7))
-    assert gap["ratio"] == pytest.approx(0.1 / 0.3)
-    assert gap["diff_high"] < 0  # every replicate: the same names, each no worse
+    gap, base_gap = table.loc[("better", "best_worst_gap")], table.loc[("baseline", "best_worst_gap")]
+    assert gap["raw"] - base_gap["raw"] == pytest.approx((1 - 0.9) - (1 - 0.7))
+    assert gap["diff"] == pytest.approx(gap["value"] - base_gap["value"])  # of the bias-corrected gaps
+    if base_gap["value"] > 0:  # two names a group: the corrected gap can be any size
+        assert gap["ratio"] == pytest.approx(gap["value"] / base_gap["value"])
+    else:
+        assert np.isnan(gap.get("ratio", np.nan))
+    assert gap["diff_low"] < gap["diff"] < gap["diff_high"] <= 1  # two names a group: wide, as it should be
     text = path.read_text()
-    assert "## Winogender" in text and "Difference from `baseline`" in text and "ratio to baseline" in text
+    assert "## Winogender" in text and "Difference from `baseline`" in text and "## Claims" in text
 
 
 def test_census_gap_is_the_mean_over_templates_and_years_of_the_weighted_type1_errors(tmp_path):

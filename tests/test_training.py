@@ -75,9 +75,10 @@ def test_pickled_objects_are_never_loaded(tmp_path):
         load_checkpoint(path)
 
 
-def test_killed_training_resumes_to_the_same_metrics(tmp_path):
+@pytest.mark.parametrize("augment", [[], ["augment.adversarial=0.3"]], ids=["plain", "adversarial"])
+def test_killed_training_resumes_to_the_same_metrics(tmp_path, augment):
     data_dir = make_tiny_conll(tmp_path / "data", sizes=(800, 40, 40))
-    args = tiny_train_overrides(data_dir, epochs=4) + ["trainer.patience=10"]
+    args = tiny_train_overrides(data_dir, epochs=4) + ["trainer.patience=10"] + augment
     reference = run_script("train.py", args + [f"hydra.run.dir={tmp_path / 'reference'}"])
     assert reference.returncode == 0, reference.stderr[-2000:]
 

@@ -12,6 +12,9 @@ from nerbias.errors import NerbiasError
 
 PERSON = "PER"                       # our PERSON type (RECOGNISED)
 PERSON_TYPES = ("PER", "PERSON")     # what models call a person
+# What taggers call a place: ours and CoNLL-03 models LOC, spaCy / OntoNotes GPE (and LOC for other
+# locations), CoreNLP LOCATION; the paired probes' LOCATION recall counts a one-token entity of any of these.
+PLACE_TYPES = ("LOC", "GPE", "LOCATION")
 _LABEL = re.compile(r"^(?:([BIESLU])[-_])?([A-Za-z][A-Za-z0-9_]*)$")
 _CANONICAL_PREFIX = {"B": "B", "I": "I", "E": "E", "S": "S", "L": "E", "U": "S", None: "I"}
 

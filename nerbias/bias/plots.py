@@ -158,3 +158,35 @@ def plot_census_errors(errors: pd.DataFrame, path: str | Path, template: int | N
     with atomic_path(path) as tmp:
         figure.savefig(tmp, format="png", dpi=100)
     return Path(path)
+
+
+def plot_probe_recall(per_name: pd.DataFrame, names: NameList, path: str | Path, title: str | None = None) -> Path:
+    """Paired probes: PERSON recall in person contexts (x) against LOCATION recall in place contexts (y),
+    one point per name in its group's colour and marker; the OOV name black. A tagger that reads context
+    puts every name at the top right; one that memorises a token's usual type, on an axis."""
+    from matplotlib.figure import Figure
+
+    facets, facet_of = facets_of(names, "group")
+    figure = Figure(figsize=(10, 6))
+    axes = figure.subplots()
+    for facet in facets:
+        style = facet_style(facet)
+        part = per_name[per_name["name"].map(facet_of) == facet]
+        axes.scatter(part["accuracy"], part["place_recall"], color=style["color"], marker=style["marker"], s=22,
+                     alpha=0.8, label=f"{facet} ({len(part)})")
+    oov = per_name[per_name["name"] == names.oov]
+    if len(oov):
+        axes.scatter(oov["accuracy"], oov["place_recall"], color=OOV_STYLE["color"], marker="x", s=40,
+                     label=f"OOV reference name ({names.oov})")
+    axes.set_xlabel("PERSON recall in person contexts (share of slots tagged a one-token PERSON)")
+    axes.set_ylabel("LOCATION recall in place contexts (share tagged a one-token place)")
+    axes.set_xlim(-0.03, 1.03)
+    axes.set_ylim(-0.03, 1.03)
+    axes.grid(alpha=0.3)
+    axes.set_title(title or "Paired probes: person vs place contexts, one point per name", fontsize=10)
+    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), title="group (names)", title_fontsize=7)
+    figure.tight_layout()
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, format="png", dpi=120)
+    return path

@@ -7,6 +7,9 @@ Outputs in the run directory (all written atomically):
 - ``ecdf_accuracy_by_{group,gender,race}.png``, ``ecdf_conf_p25_by_group.png``;
 - census: ``census_errors.csv`` (year, gender, template, type1_w, ... type3_u), ``census_labels.csv``,
   ``census_errors_template<K>.png``;
+- probes (person vs place contexts): see ``nerbias.bias.probes``;
+- with ``name_profile.enabled``, per_name.csv and census_labels.csv also carry each name's ambiguity
+  profile (``nerbias.bias.name_profile``);
 - ``metrics.json``: the summary scalars also sent to W&B.
 """
 
@@ -23,8 +26,10 @@ from tqdm.auto import tqdm
 
 from nerbias.bias import census, published
 from nerbias.bias.corpora import NameSubstitutionCorpus, shard_bounds
+from nerbias.bias.name_profile import attach_profile
 from nerbias.bias.names import NameList, load_names
-from nerbias.bias.plots import plot_census_errors, plot_ecdf
+from nerbias.bias.plots import plot_census_errors, plot_ecdf, plot_probe_recall
+from nerbias.bias.probes import new_statistics, probe_scalars, probe_tables
 from nerbias.bias.statistics import DEFAULT_EXACT_LIMIT, NameStatistics, per_group, summary_scalars
 from nerbias.bias.types import corpus_label, corpus_title, partial_note, result_file_name
 from nerbias.building import build
@@ -216,6 +221,7 @@ def write_name_results(stats: NameStatistics, names: NameList, cfg: DictConfig, 
                            "sizes leave nothing to tag); no result written")
     table = stats.per_name(names, ddof=ddof)
     groups = per_group(table, names, ddof=ddof)
+    table = attach_profile(table, cfg)
     breakdown = stats.label_breakdown(names)
     prefix = corpus_label(cfg.corpus.name, bool(cfg.corpus.get("lowercase")))
     where = f"{corpus_title(cfg.corpus.name, bool(cfg.corpus.get('lowercase')))}, tagger {(extra or {}).get('tagger', '?')}"
@@ -306,7 +312,7 @@ def evaluate_census(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> di
     finals = [output_dir / "census_errors.csv", output_dir / "census_labels.csv", *images, output_dir / "metrics.json"]
     with atomic_files(finals) as tmp:  # every result file final together, or none
         write_csv(tmp[0], errors)
-        write_csv(tmp[1], label_table)
+        write_csv(tmp[1], attach_profile(label_table, cfg))
         for path, (template, part) in zip(tmp[2:-1], by_template):
             plot_census_errors(part, path, template=template,
                                tagger=f"{tagger_name}{' (lower-cased sentences)' if ccfg.lowercase else ''}")
@@ -321,11 +327,49 @@ def evaluate_census(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> di
     return scalars
 
 
+def evaluate_probes(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> dict[str, Any]:
+    """``corpus=probes``: every name in every person and place template; PERSON recall in person
+    contexts, LOCATION recall in place contexts (``nerbias.bias.probes``)."""
+    names = load_names(cfg.corpus.get("names"))
+    probes = build_corpus(cfg.corpus, names)
+    tagger = build(cfg.tagger)
+    stats = {}
+    for context, corpus in probes.corpora().items():
+        log.info("probes: tagging %d %s-context sentences with %s", len(corpus), context, tagger.name)
+        stats[context] = new_statistics(cfg.metrics)
+        count_outcomes(tagger, corpus, list(range(len(corpus))), cfg.corpus.batch_size, stats[context])
+    table, groups = probe_tables(stats["person"], stats["place"], names, ddof=int(cfg.metrics.get("std_ddof", 0)))
+    table = attach_profile(table, cfg)
+    lowercase = bool(cfg.corpus.get("lowercase"))
+    prefix = corpus_label(cfg.corpus.name, lowercase)
+    scalars = probe_scalars(groups, prefix)
+    tables = {"per_name.csv": table, "per_group.csv": groups,
+              "label_breakdown.csv": stats["person"].label_breakdown(names),
+              "place_label_breakdown.csv": stats["place"].label_breakdown(names)}
+    image = output_dir / "probes_recall.png"
+    with atomic_files([output_dir / n for n in tables] + [image, output_dir / "metrics.json"]) as tmp:
+        for path, frame in zip(tmp, tables.values()):  # every result file final together, or none
+            write_csv(path, frame)
+        plot_probe_recall(table, names, tmp[-2], title=f"{corpus_title(cfg.corpus.name, lowercase)}, tagger "
+                                                      f"{tagger.name}: one point per name")
+        atomic_write_json(tmp[-1], {"metrics": scalars, "tagger": tagger.name,
+                                    "sentences": {c: len(corpus) for c, corpus in probes.corpora().items()}})
+    logger.summary(scalars)
+    logger.table(f"{prefix}/per_name", table)
+    logger.table(f"{prefix}/per_group", groups)
+    logger.image(f"{prefix}/probes_recall", image)
+    print(groups[["group", "names", "accuracy", "place_recall"]].rename(
+        columns={"accuracy": "person_recall"}).to_string(index=False))
+    return scalars
+
+
 def run_bias_evaluation(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> dict[str, Any]:
-    """The census benchmark (its own procedure: labels per distinct name, error types per year), or a
-    name-substitution corpus (slot outcomes counted per name)."""
+    """The census benchmark (its own procedure: labels per distinct name, error types per year), the
+    paired probes (two corpora, two recalls), or a name-substitution corpus (slot outcomes counted per name)."""
     if cfg.corpus.name == "census":
         return evaluate_census(cfg, output_dir, logger)
+    if cfg.corpus.name == "probes":
+        return evaluate_probes(cfg, output_dir, logger)
     return evaluate_names(cfg, output_dir, logger)
 
 

@@ -37,6 +37,7 @@ from nerbias.errors import DataFormatError
 from nerbias.fileio import atomic_path
 from nerbias.bias.names import NameList
 
+PERSON_PROBABILITY = "person_probability"
 CONFIDENCE_COLUMNS = ["conf_count", "conf_min", "conf_p25", "conf_median", "conf_mean", "conf_std"]
 
 
@@ -51,6 +52,8 @@ class _Name:
     conf_sum: float = 0.0
     conf_sumsq: float = 0.0
     histogram: np.ndarray | None = None
+    probability_slots: int = 0      # slots with a P(PER), whatever confidence_over says (calibration)
+    probability_sum: float = 0.0    # their P(PER) summed
     values: list[np.ndarray] | None = field(default_factory=list)  # None once past exact_limit
 
     def exact_values(self) -> np.ndarray | None:
@@ -84,8 +87,11 @@ class NameStatistics:
                     stats.recognised += 1
                 else:
                     stats.labels[outcome.label] += 1
-                if outcome.confidence is not None and (outcome.recognised or self.confidence_over == "all"):
-                    confidences[slot.name].append(outcome.confidence)
+                if outcome.confidence is not None:
+                    stats.probability_slots += 1
+                    stats.probability_sum += float(outcome.confidence)
+                    if outcome.recognised or self.confidence_over == "all":
+                        confidences[slot.name].append(outcome.confidence)
         for name, values in confidences.items():
             self._add_confidences(self.names[name], np.asarray(values, dtype=np.float64))
 
@@ -97,6 +103,9 @@ class NameStatistics:
         confidences = np.ravel(confidences)
         recognised = np.array([label == RECOGNISED for label in labels])[label_indices]
         slots = np.bincount(name_indices, minlength=len(names))
+        finite = ~np.isnan(confidences)
+        probability_slots = np.bincount(name_indices[finite], minlength=len(names))
+        probability_sum = np.bincount(name_indices[finite], weights=confidences[finite], minlength=len(names))
         hits = np.bincount(name_indices[recognised], minlength=len(names))
         other = np.bincount(name_indices[~recognised] * len(labels) + label_indices[~recognised],
                             minlength=len(names) * len(labels)).reshape(len(names), len(labels))
@@ -108,6 +117,8 @@ class NameStatistics:
             stats = self.names[names[n]]
             stats.slots += int(slots[n])
             stats.recognised += int(hits[n])
+            stats.probability_slots += int(probability_slots[n])
+            stats.probability_sum += float(probability_sum[n])
             for label in np.flatnonzero(other[n]):
                 stats.labels[labels[label]] += int(other[n, label])
             if bounds[n + 1] > bounds[n]:
@@ -141,6 +152,8 @@ class NameStatistics:
             mine.slots += theirs.slots
             mine.recognised += theirs.recognised
             mine.labels.update(theirs.labels)
+            mine.probability_slots += theirs.probability_slots
+            mine.probability_sum += theirs.probability_sum
             if theirs.conf_count:
                 if mine.histogram is None:
                     mine.histogram = np.zeros(self.bins, dtype=np.int64)
@@ -169,6 +182,8 @@ class NameStatistics:
                              dtype=np.float64).reshape(len(names), 5),
             "histogram": np.stack([self.names[n].histogram if self.names[n].histogram is not None else empty
                                    for n in names]) if names else np.zeros((0, self.bins), dtype=np.int64),
+            "probability": np.array([[self.names[n].probability_slots, self.names[n].probability_sum] for n in names],
+                                    dtype=np.float64).reshape(len(names), 2),
             "labels": np.array(json.dumps({n: dict(self.names[n].labels) for n in names})),
             "meta": np.array(json.dumps({"bins": self.bins, "confidence_over": self.confidence_over,
                                          "exact_limit": self.exact_limit, **metadata}, sort_keys=True)),
@@ -212,6 +227,9 @@ class NameStatistics:
                 entry = stats.names[name]
                 entry.slots, entry.recognised = int(data["slots"][i]), int(data["recognised"][i])
                 entry.labels = Counter(labels[name])
+                if "probability" in data:  # statistics saved before calibration was measured have none
+                    entry.probability_slots = int(data["probability"][i][0])
+                    entry.probability_sum = float(data["probability"][i][1])
                 count, low, high, total, squares = data["conf"][i].tolist()
                 entry.conf_count, entry.conf_min, entry.conf_max = int(count), low, high
                 entry.conf_sum, entry.conf_sumsq = total, squares
@@ -250,7 +268,10 @@ class NameStatistics:
             if stats is None or stats.slots == 0:
                 continue
             row = {"name": name, "group": names.group_of[name], "sentences": stats.slots,
-                   "recognised": stats.recognised, "accuracy": stats.recognised / stats.slots}
+                   "recognised": stats.recognised, "accuracy": stats.recognised / stats.slots,
+                   # mean P(PER) over every slot: with accuracy, the name's calibration (NaN: no confidences)
+                   PERSON_PROBABILITY: (stats.probability_sum / stats.probability_slots
+                                        if stats.probability_slots == stats.slots else np.nan)}
             if stats.conf_count:
                 row.update(conf_count=stats.conf_count, conf_min=stats.conf_min,
                            conf_p25=self.percentile(stats, 0.25), conf_median=self.percentile(stats, 0.5),

@@ -77,7 +77,8 @@ def parse_corpus_label(label: str) -> tuple[str, bool]:
     return label, False
 
 
-CORPUS_TITLES = {"winogender": "Winogender", "insitu": "In-Situ CoNLL-03", "census": "Census"}
+CORPUS_TITLES = {"winogender": "Winogender", "insitu": "In-Situ CoNLL-03", "census": "Census",
+                 "probes": "Paired probes (person vs place contexts)"}
 
 
 def corpus_title(corpus: str, lowercase: bool = False) -> str:

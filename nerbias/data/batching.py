@@ -1,4 +1,14 @@
-"""From sentences to padded tensors: encoding and length-bucketed batching."""
+"""From sentences to padded tensors: encoding and length-bucketed batching.
+
+Two training-only inputs (``nerbias.training.augment``) are encoded here too:
+
+- ``MASKED``, the empty token, is a hidden word: word id ``<unk>`` and no characters, so the
+  character CNN and the character BiLSTM give it all-zero features (as they give padding) and an
+  ELMo encoder reads only its word-start and word-end markers. No real token is empty (CoNLL files and
+  templates are split on whitespace), so nothing but masking produces it.
+- ``NoisySentence`` marks tokens whose whole representation the tagger replaces by the learnable
+  noise vector of an entity type (``Batch.noise``, context-aware adversarial training).
+"""
 
 from __future__ import annotations
 
@@ -16,6 +26,17 @@ from nerbias.data.vocab import Vocabulary
 
 log = logging.getLogger(__name__)
 
+MASKED = ""  # a masked token: <unk> word id, no characters (module docstring)
+
+
+@dataclass(frozen=True)
+class NoisySentence(Sentence):
+    """A training sentence whose ``noise[i]`` names the entity type whose noise vector replaces token
+    ``i``'s representation (``None``: the token's own)."""
+
+    noise: tuple[str | None, ...] = ()
+
+
 @dataclass
 class Batch:
     """Padded tensors of a batch; ``index`` gives each row's position in the source list."""
@@ -25,10 +46,12 @@ class Batch:
     mask: Tensor  # [batch, time] bool
     tags: Tensor | None  # [batch, time] tag ids (O at padding)
     index: list[int]
+    noise: Tensor | None = None  # [batch, time]: 0, or 1 + the index of the noise type in Encoder.noise_types
 
     def to(self, device: torch.device | str) -> "Batch":
         move = lambda t: None if t is None else t.to(device, non_blocking=True)  # noqa: E731
-        return Batch(move(self.words), move(self.chars), move(self.mask), move(self.tags), self.index)
+        return Batch(move(self.words), move(self.chars), move(self.mask), move(self.tags), self.index,
+                     move(self.noise))
 
 
 class Encoder:
@@ -36,25 +59,32 @@ class Encoder:
 
     ``elmo_chars``: ``Batch.chars`` holds ELMo's character ids (UTF-8 bytes of the raw token,
     ``nerbias.data.elmo_chars.batch_to_char_ids``) instead of ids in the ``chars`` vocabulary.
+    ``noise_types``: the entity types of the model's noise vectors, in order (empty: it has none).
     """
 
     def __init__(self, words: Vocabulary, chars: Vocabulary, tags: Vocabulary, lowercase_words: bool,
-                 max_word_length: int = 30, elmo_chars: bool = False):
+                 max_word_length: int = 30, elmo_chars: bool = False, noise_types: Sequence[str] = ()):
         self.words, self.chars, self.tags = words, chars, tags
         self.lowercase_words = lowercase_words
         self.max_word_length = max_word_length
         self.elmo_chars = elmo_chars
+        self.noise_ids = {kind: i + 1 for i, kind in enumerate(noise_types)}
+        self._masked_in_vocabulary = MASKED in words  # only a foreign vocabulary could hold the empty word
 
     def word_ids(self, tokens: Sequence[str]) -> list[int]:
         if self.lowercase_words:
             tokens = [token.lower() for token in tokens]
-        return self.words.lookup_all(tokens)
+        ids = self.words.lookup_all(tokens)
+        if self._masked_in_vocabulary:
+            ids = [self.words.unk_index if token == MASKED else i for token, i in zip(tokens, ids)]
+        return ids
 
     def char_ids(self, token: str) -> list[int]:
         return self.chars.lookup_all(token[: self.max_word_length])
 
     def batch(self, token_lists: Sequence[Sequence[str]], tag_lists: Sequence[Sequence[str]] | None = None,
-              index: Sequence[int] | None = None) -> Batch:
+              index: Sequence[int] | None = None, noise_lists: Sequence[Sequence[str | None]] | None = None
+              ) -> Batch:
         # Ids are gathered in flat Python lists and turned into tensors once: per-token
         # tensor construction dominated inference time on short template sentences.
         size = len(token_lists)
@@ -79,7 +109,20 @@ class Encoder:
         if tag_lists is not None:
             tags = torch.zeros(size, length, dtype=torch.long)
             tags[mask] = torch.tensor([i for t in tag_lists for i in self.tags.lookup_all(t)], dtype=torch.long)
-        return Batch(words, chars, mask, tags, list(index) if index is not None else list(range(size)))
+        noise = None
+        if noise_lists is not None:
+            noise = torch.zeros(size, length, dtype=torch.long)
+            noise[mask] = torch.tensor([self._noise_id(kind) for tokens, kinds in zip(token_lists, noise_lists)
+                                        for kind in (kinds or [None] * len(tokens))], dtype=torch.long)
+        return Batch(words, chars, mask, tags, list(index) if index is not None else list(range(size)), noise)
+
+    def _noise_id(self, kind: str | None) -> int:
+        if kind is None:
+            return 0
+        if kind not in self.noise_ids:
+            raise ValueError(f"no noise vector for type {kind!r}: the model has {list(self.noise_ids) or 'none'} "
+                             "(augment.adversarial needs a tagger built with noise vectors)")
+        return self.noise_ids[kind]
 
 
 def bioes_tags(sentence: Sentence) -> list[str]:
@@ -112,4 +155,6 @@ def iterate_batches(
     for rows in batches:
         tokens = [sentences[i].tokens for i in rows]
         tags = [bioes_tags(sentences[i]) for i in rows] if with_tags else None
-        yield encoder.batch(tokens, tags, index=rows)
+        noisy = any(isinstance(sentences[i], NoisySentence) for i in rows)
+        noise = [getattr(sentences[i], "noise", None) for i in rows] if noisy else None
+        yield encoder.batch(tokens, tags, index=rows, noise_lists=noise)

@@ -15,6 +15,7 @@ from nerbias.fileio import atomic_write_text
 from nerbias.data.tags import Span, TagScheme, parse_tag
 
 DOCSTART = "-DOCSTART-"
+ENTITY_TYPES = ("PER", "LOC", "ORG", "MISC")  # the CoNLL-03 entity types
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ class Sentence:
 def read_conll(
     path: str | Path,
     scheme: str = "iob1",
-    entity_types: Sequence[str] | None = ("PER", "LOC", "ORG", "MISC"),
+    entity_types: Sequence[str] | None = ENTITY_TYPES,
     columns: int | None = 4,
     tag_column: int = -1,
 ) -> list[Sentence]:

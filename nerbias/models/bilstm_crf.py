@@ -34,6 +34,10 @@ class TaggerConfig:
     # ELMo token encoder instead of word + char features: {"options": <options.json layout>,
     # "freeze_lm": bool, "dropout": float} (plain values, so checkpoints load with weights_only).
     elmo: Mapping[str, Any] | None = None
+    # Context-aware adversarial training (augment.adversarial): one learnable noise vector per entity
+    # type, in this order, that replaces a chosen training mention's token representations. Empty: none
+    # (every run without the option, and every checkpoint written before it existed).
+    noise_types: Sequence[str] = ()
 
 
 # Each character encoder and the TaggerConfig options only it reads.
@@ -179,12 +183,19 @@ class BiLSTMCRFTagger(nn.Module):
     ``embedder`` is any module with ``embed(words, chars, mask) -> [batch, time, output_dim]``,
     ``output_dim``, ``context_free`` (and, if true, ``features(words, chars)``) and ``elmo_chars``
     (whether ``chars`` holds ELMo's character ids or ids of the chars vocabulary).
+
+    With ``config.noise_types``, ``mention_noise`` holds one learnable vector per type (row 0: none);
+    in training, a token whose ``noise`` id is ``k > 0`` enters the BiLSTM as row ``k`` instead of its
+    embedder features (word vector and character features alike). Evaluation never passes ``noise``.
     """
 
     def __init__(self, embedder: nn.Module, tags: Sequence[str], config: TaggerConfig):
         super().__init__()
         self.config = config
         self.embedder = embedder
+        # Created only when asked for: a run without it keeps its parameters and random stream unchanged.
+        self.mention_noise = (nn.Embedding(len(config.noise_types) + 1, embedder.output_dim, padding_idx=0)
+                              if config.noise_types else None)
         self.dropout = nn.Dropout(config.dropout)
         self.lstm = nn.LSTM(embedder.output_dim, config.lstm_hidden, num_layers=config.lstm_layers, batch_first=True,
                             bidirectional=True, dropout=config.dropout if config.lstm_layers > 1 else 0.0)
@@ -201,18 +212,23 @@ class BiLSTMCRFTagger(nn.Module):
         """``[batch, time, input_dim]``: the context-free features of each token, before dropout."""
         return self.embedder.features(words, chars)
 
-    def emissions(self, words: Tensor, chars: Tensor, mask: Tensor) -> Tensor:
-        """``[batch, time, tags]`` emission scores."""
-        hidden = self.dropout(self.embedder.embed(words, chars, mask))
+    def emissions(self, words: Tensor, chars: Tensor, mask: Tensor, noise: Tensor | None = None) -> Tensor:
+        """``[batch, time, tags]`` emission scores; ``noise`` (training only) as in the class docstring."""
+        features = self.embedder.embed(words, chars, mask)
+        if noise is not None:
+            if not self.training or self.mention_noise is None:
+                raise ValueError("noise ids are for training a tagger built with noise vectors (augment.adversarial)")
+            features = torch.where((noise > 0).unsqueeze(-1), self.mention_noise(noise), features)
+        hidden = self.dropout(features)
         lengths = mask.sum(1).cpu()
         packed = nn.utils.rnn.pack_padded_sequence(hidden, lengths, batch_first=True, enforce_sorted=False)
         output, _ = self.lstm(packed)
         output, _ = nn.utils.rnn.pad_packed_sequence(output, batch_first=True, total_length=words.size(1))
         return self.projection(self.dropout(output))
 
-    def loss(self, words: Tensor, chars: Tensor, mask: Tensor, tags: Tensor) -> Tensor:
+    def loss(self, words: Tensor, chars: Tensor, mask: Tensor, tags: Tensor, noise: Tensor | None = None) -> Tensor:
         """Mean negative log-likelihood per sentence."""
-        return -self.crf(self.emissions(words, chars, mask), tags, mask=mask, reduction="mean")
+        return -self.crf(self.emissions(words, chars, mask, noise), tags, mask=mask, reduction="mean")
 
     def decode(self, words: Tensor, chars: Tensor, mask: Tensor) -> Tensor:
         paths, _ = self.crf.viterbi(self.emissions(words, chars, mask), mask)

@@ -77,3 +77,12 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", 
         raise CheckpointError(f"{path}: checkpoint version {payload.get('version')} is not supported "
                               f"(expected 1 or {VERSION})")
     return payload
+
+
+def checkpoint_word_table(path: str | Path) -> tuple[torch.Tensor, list[str]]:
+    """The word-vector table of a (word + char) checkpoint and its vocabulary, row by row."""
+    payload = load_checkpoint(path, mmap=True)
+    try:
+        return payload["model_state"][WORD_VECTORS_KEY].float(), list(payload["vocab"]["words"])
+    except KeyError as error:
+        raise CheckpointError(f"{path}: no word-vector table ({error} missing)") from None

@@ -21,7 +21,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from nerbias.data.debias import bias_projection, direction_names, direction_projections, hard_debias
+from nerbias.data.debias import (NEUTRALIZE, equalised_sets, hard_debias, load_sets, normalized,
+                                 subspace_of)
+from nerbias.data.debias_diagnostics import name_keys, report
 from nerbias.data.embeddings import coverage, embedding_matrix, load_keyed_vectors
 from nerbias.errors import NerbiasError
 from nerbias.data.vocab import Vocabulary
@@ -30,22 +32,49 @@ from nerbias.models.bilstm_crf import TaggerConfig, WordCharEmbedder
 log = logging.getLogger(__name__)
 
 
+def _rounded(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3g}"
+
+
+def effective_embedding_options(section: Mapping[str, Any]) -> dict[str, Any]:
+    """An ``embeddings`` config section as it decides training: options at their defaults
+    (``normalize`` unset or false, or implied by ``debias=hard``; ``debias_neutralize=all``) are left
+    out, so a run saved before these options existed compares equal to the same run now."""
+    section = dict(section)
+    if not section.get("normalize") or section.get("debias") == "hard":
+        section.pop("normalize", None)
+    if section.get("debias_neutralize", "all") == "all":
+        section.pop("debias_neutralize", None)
+    return section
+
+
 class WordVectors:
     """Word vectors (+ char CNN): pretrained from ``source``/``path``, or random when ``source`` is None."""
 
     def __init__(self, source: str | None = None, path: str | None = None, dim: int = 50, lowercase: bool = True,
-                 freeze: bool = False, include_pretrained_vocab: bool = True, debias: str | None = None):
+                 freeze: bool = False, include_pretrained_vocab: bool = True, debias: str | None = None,
+                 normalize: bool | None = None, debias_neutralize: str = "all"):
         if debias not in (None, "hard"):
             raise NerbiasError(f"embeddings.debias={debias}: must be null or hard")
-        if debias and source is None:
-            raise NerbiasError("embeddings.debias=hard needs pretrained vectors (embeddings.source)")
+        if debias_neutralize not in NEUTRALIZE:
+            raise NerbiasError(f"embeddings.debias_neutralize={debias_neutralize}: must be "
+                               f"{' or '.join(NEUTRALIZE)}")
+        if debias is None and debias_neutralize != "all":
+            raise NerbiasError(f"embeddings.debias_neutralize={debias_neutralize} only applies with "
+                               "embeddings.debias=hard")
+        if debias and normalize is False:
+            raise NerbiasError("embeddings.normalize=false: embeddings.debias=hard always normalises the vectors "
+                               "(Bolukbasi et al. 2016); leave normalize null (or true)")
+        if (debias or normalize) and source is None:
+            option = "embeddings.debias=hard" if debias else "embeddings.normalize=true"
+            raise NerbiasError(f"{option} needs pretrained vectors (embeddings.source)")
         self.source, self.path, self.dim = source, path, int(dim)
         self.lowercase, self.freeze = bool(lowercase), bool(freeze)
         self.include_pretrained_vocab = bool(include_pretrained_vocab)
-        self.debias = debias
+        self.debias, self.debias_neutralize = debias, debias_neutralize
+        self.normalize = bool(normalize) or debias == "hard"  # de-biasing implies unit vectors
         self._keyed = None
-        self._original = None  # the vectors before de-biasing, for the diagnostic
-        self._subspace = None
+        self._original = None  # the vectors as loaded, for the diagnostics (when normalised or de-biased)
 
     @property
     def pretrained(self) -> bool:
@@ -53,37 +82,55 @@ class WordVectors:
 
     @property
     def keyed(self):
-        """The gensim KeyedVectors, loaded once on first use."""
+        """The gensim KeyedVectors, loaded once on first use (normalised or de-biased as configured)."""
         if self._keyed is None and self.pretrained:
             self._keyed = load_keyed_vectors(self.source, self.path)
             log.info("%s: %d pretrained vectors of dimension %d", self.path or self.source,
                      len(self._keyed.index_to_key), self._keyed.vector_size)
-            if self.debias == "hard":
+            if self.normalize:
                 self._original = self._keyed
-                self._keyed, self._subspace, definitional = hard_debias(self._original)
-                log.info("hard de-biasing: %d bias directions, %d definitional words kept, every other word "
-                         "neutralised", len(self._subspace), len(definitional))
+            if self.debias == "hard":
+                self._keyed, subspace, definitional = hard_debias(self._original, neutralize=self.debias_neutralize)
+                log.info("hard de-biasing: %d bias directions, %d definitional words kept and equalised, "
+                         "neutralised: %s", len(subspace), len(definitional), self.debias_neutralize)
+            elif self.normalize:
+                self._keyed = normalized(self._original)
+                log.info("pretrained vectors normalised to unit length")
         return self._keyed
 
-    def debias_diagnostic(self, names: Sequence[str]) -> dict[str, Any] | None:
-        """Mean absolute projection of ``names`` on the bias subspace before and after de-biasing."""
-        if self.debias is None:
+    def debias_diagnostics(self, labels: Mapping[str, Mapping[str, str]]) -> dict[str, Any] | None:
+        """The evaluation names' projection on the bias subspace and the residual-bias classifier, before
+        and after de-biasing (or normalising): ``nerbias.data.debias_diagnostics``. ``labels``: target
+        (gender, race) -> name -> label. None when the vectors are neither normalised nor de-biased."""
+        if not self.normalize:
             return None
-        self.keyed  # noqa: B018  (loads and de-biases on first use)
-        keys = [n.lower() if self.lowercase else n for n in names]
-        rows = [self._original.key_to_index[k] for k in keys if k in self._original.key_to_index]
-        original, debiased = (vectors[rows].astype(np.float64) for vectors in (self._original.vectors,
-                                                                                self._keyed.vectors))
-        before = bias_projection(original, self._subspace)
-        after = bias_projection(debiased, self._subspace)
-        log.info("bias-subspace projection of %d evaluation names: %.4f before, %.2g after", len(rows), before, after)
-        per_direction = {name: {"mean_abs_cosine_before": float(b), "mean_abs_cosine_after": float(a)}
-                         for name, b, a in zip(direction_names(self._subspace),
-                                               direction_projections(original, self._subspace),
-                                               direction_projections(debiased, self._subspace))}
-        return {"method": "hard", "directions": len(self._subspace), "names": len(rows),
-                "mean_abs_projection_before": before, "mean_abs_projection_after": after,
-                "per_direction": per_direction}
+        keyed = self.keyed
+        names = list(next(iter(labels.values()))) if labels else []
+        found = [name for name, key in zip(names, name_keys(names, self.lowercase))
+                 if key in self._original.key_to_index]
+        keys = name_keys(found, self.lowercase)
+        subspace, directions = None, []
+        try:  # the subspace de-biasing removes; normalise-only runs report the same measure
+            subspace, directions = subspace_of(self._original)
+        except NerbiasError as error:
+            log.warning("no bias subspace for the diagnostics: %s", error)
+        details = {"neutralize": self.debias_neutralize} if self.debias else {}
+        if self.debias:
+            details["equalised_sets"] = {kind: f"{sum(flags)} of {len(flags)}" for kind, flags in
+                                         equalised_sets(keyed, load_sets(), subspace).items()}
+        before, initial = (np.asarray([vectors[key] for key in keys], dtype=np.float64).reshape(len(keys), self.dim)
+                           for vectors in (self._original, keyed))
+        found_labels = {target: {name: of[name] for name in found} for target, of in labels.items()}
+        diagnostics = report(self.debias or "normalize", found, found_labels, before, initial, subspace, directions,
+                             self.lowercase, **details)
+        before, initial = diagnostics["stages"]["before"], diagnostics["stages"]["initial"]
+        log.info("evaluation names (%d of %d): bias-subspace projection %s before, %s after %s; linear classifier "
+                 "(leave-one-out) %s", len(found), len(names), _rounded(before["mean_abs_projection"]),
+                 _rounded(initial["mean_abs_projection"]), "de-biasing" if self.debias else "normalising",
+                 "; ".join(f"{t} {_rounded(before['classifier'][t]['accuracy'])} -> "
+                           f"{_rounded(initial['classifier'][t]['accuracy'])} (chance "
+                           f"{_rounded(before['classifier'][t]['chance'])})" for t in labels))
+        return diagnostics
 
     def vocabulary_words(self) -> list[str]:
         """Words added to the training vocabulary (names unseen in training keep their vectors)."""
@@ -107,7 +154,8 @@ class WordVectors:
         pretrained = None
         if self.pretrained:
             values, hits = embedding_matrix(self.keyed, words.items, self.dim, self.lowercase, seed=seed,
-                                            source=str(self.path or self.source), training_words=words.counted)
+                                            source=str(self.path or self.source), unit_length=self.normalize,
+                                            training_words=words.counted)
             log.info("word vocabulary %d, %d with pretrained vectors", len(words), hits)
             pretrained = torch.from_numpy(values)
         return WordCharEmbedder(len(words), len(chars), config, pretrained=pretrained, unk_index=words.unk_index)

@@ -12,7 +12,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from nerbias.models.checkpoint import load_checkpoint
-from nerbias.data.conll import Sentence
+from nerbias.data.conll import ENTITY_TYPES, Sentence
 from nerbias.data.batching import Encoder
 from nerbias.errors import CheckpointError
 from nerbias.models.bilstm_crf import BiLSTMCRFTagger, TaggerConfig, build_token_embedder, effective_model_options
@@ -21,8 +21,6 @@ from nerbias.data.tags import Span, bioes_tag_set, bioes_to_spans
 from nerbias.data.vocab import Vocabulary
 
 log = logging.getLogger(__name__)
-
-ENTITY_TYPES = ("PER", "LOC", "ORG", "MISC")
 
 
 @dataclass
@@ -43,8 +41,9 @@ def resolve_device(name: str) -> torch.device:
 def tagger_config_from(cfg: Mapping[str, Any]) -> TaggerConfig:
     known = TaggerConfig.__dataclass_fields__
     values = {key: value for key, value in effective_model_options(cfg).items() if key in known}
-    if "char_widths" in values:
-        values["char_widths"] = tuple(values["char_widths"])
+    for key in ("char_widths", "noise_types"):
+        if key in values:
+            values[key] = tuple(values[key])
     return TaggerConfig(**values)
 
 
@@ -57,7 +56,8 @@ class NerTagger:
         self.words, self.chars, self.tags = words, chars, tags
         self.lowercase_words = lowercase_words
         self.config = dict(config or {})
-        self.encoder = Encoder(words, chars, tags, lowercase_words, elmo_chars=model.embedder.elmo_chars)
+        self.encoder = Encoder(words, chars, tags, lowercase_words, elmo_chars=model.embedder.elmo_chars,
+                               noise_types=model.config.noise_types)
 
     # ------------------------------------------------------------------ construction
     @classmethod

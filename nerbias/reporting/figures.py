@@ -275,3 +275,19 @@ def plot_census_gap_by_template(boot: pd.DataFrame, path: str | Path, measure: s
     axis.set_title(title or f"Female - male gap of {measure} by template, 95% bootstrap bands")
     return _save(figure, path, dpi=100)
 
+
+
+def plot_reliability(table: pd.DataFrame, path: str | Path, ece: float, title: str) -> Path:
+    """Reliability diagram of span confidences: each equal-mass bin's share correct against its mean
+    confidence, the diagonal for perfect calibration (``scoring.calibration_table``'s columns)."""
+    figure, axes = _figure(1, 1, 4.6, 4.2)
+    axis = axes[0, 0]
+    axis.plot([0, 1], [0, 1], color="0.6", linestyle="--", linewidth=1, label="perfectly calibrated")
+    axis.plot(table["confidence"], table["accuracy"], marker="o", color="#1f77b4", label="equal-mass bins")
+    axis.set_xlim(0, 1.01)
+    axis.set_ylim(0, 1.01)
+    axis.set_xlabel("mean confidence P(span | sentence) in the bin")
+    axis.set_ylabel("share of the bin's spans that are gold entities")
+    axis.set_title(f"{title}\nexpected calibration error {ece:.4f}", fontsize=9)
+    axis.legend(loc="upper left", fontsize=8)
+    return _save(figure, path)

@@ -13,6 +13,7 @@ import pandas as pd
 
 from nerbias.bias.types import corpus_title, parse_corpus_label
 from nerbias.fileio import atomic_write_text
+from nerbias.reporting.figures import plot_reliability
 from nerbias.reporting.report import ReportOptions, render_report
 from nerbias.reporting.tables import markdown_table
 
@@ -36,6 +37,21 @@ def conll_table(metrics: Mapping[str, float]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def calibration_lines(run_dir: Path, metrics: Mapping[str, float]) -> list[str]:
+    """The test split's span calibration (``test_calibration.csv``, written by training): table, ECE, figure."""
+    path = run_dir / "test_calibration.csv"
+    if not path.is_file() or "test_span_ece" not in metrics:
+        return []
+    table = pd.read_csv(path)
+    figure = plot_reliability(table, run_dir / "report_reliability.png", metrics["test_span_ece"],
+                              "CoNLL-03 test: predicted entities")
+    return ["## Calibration of span confidences (CoNLL-03 test)", "",
+            f"Every predicted entity's exact confidence P(span | sentence) against whether it is a gold entity, in "
+            f"{len(table)} equal-mass bins. Expected calibration error (share-weighted |accuracy - confidence|): "
+            f"**{metrics['test_span_ece']:.4f}**.", "", markdown_table(table, digits=4), "",
+            f"![Reliability diagram]({figure.name})", ""]
+
+
 def _nested(text: str, prefix: str) -> str:
     """A sub-report's Markdown under its corpus heading: headings two levels down, links into its folder."""
     text = re.sub(r"^(#+) ", lambda m: "##" + m.group(1) + " ", text, flags=re.MULTILINE)
@@ -50,6 +66,7 @@ def render_run_report(run_dir: str | Path, bias_dirs: Sequence[str | Path], opti
     lines = [f"# {run_dir.name}: CoNLL-03 and name bias", "",
              "## CoNLL-03 English, best checkpoint (entity level, seqeval strict = conlleval)", "",
              markdown_table(conll_table(metrics), digits=4), ""]
+    lines += calibration_lines(run_dir, metrics)
     for bias_dir in map(Path, bias_dirs):
         corpus, lowercase = parse_corpus_label(bias_dir.name)
         title = corpus_title(corpus, lowercase)

@@ -11,6 +11,7 @@ Runs are read by ``nerbias.reporting.runs``, statistics are in ``nerbias.reporti
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,10 +21,15 @@ import numpy as np
 import pandas as pd
 
 from nerbias.bias.names import NameList
+from nerbias.bias.statistics import PERSON_PROBABILITY
 from nerbias.bias.plots import census_sentence, plot_census_errors
 from nerbias.errors import NerbiasError
 from nerbias.fileio import atomic_write_text, write_csv
+from nerbias.data.ambiguity import AmbiguityRule
 from nerbias.loggers import NullLogger
+from nerbias.reporting.ambiguity import (
+    ambiguity_by_group, ambiguity_regression, census_ambiguity, census_gap_split, has_profile, pooled_names,
+)
 from nerbias.reporting.figures import (
     checkpoint_name_vectors, plot_census_bands, plot_census_gap, plot_ecdf_grid, plot_group_accuracy, plot_name_tsne,
 )
@@ -32,7 +38,7 @@ from nerbias.reporting.tables import (
     REPRESENTATIVE_YEARS, accuracy_display, census_year_table, label_breakdown_table, markdown_table, spread_display,
 )
 from nerbias.reporting.uncertainty import (
-    CENSUS_MEASURES, CENSUS_N_BOOT, DEFAULT_CONFIDENCE, DEFAULT_N_BOOT, DEFAULT_N_PERMUTATIONS,
+    CENSUS_MEASURES, CENSUS_N_BOOT, DEFAULT_CONFIDENCE, DEFAULT_N_BOOT, DEFAULT_N_PERMUTATIONS, NameTable,
     bootstrap_census, bootstrap_group_accuracy, bootstrap_spread, census_gap_summary, gender_permutation_test,
     interval_text, pairwise_permutation_tests, permutation_census,
 )
@@ -52,6 +58,40 @@ class ReportOptions:
     ssa: str | Path | None = None
     predictions: str | Path | None = None
     checkpoint: str | Path | None = None
+    ambiguity_rule: dict | None = None  # AmbiguityRule's fields (min_typed, types, casing, gazetteer); None: default
+    ambiguity_boot: int = 1000  # bootstrap replicates (over names) of the ambiguity regression
+
+    def __post_init__(self) -> None:
+        AmbiguityRule.from_mapping(self.ambiguity_rule)  # a bad rule is named before any work
+
+
+def ambiguity_lines(section: "Section", frames: Sequence[pd.DataFrame], out_dir: Path, options: ReportOptions) -> None:
+    """The gap, explained: ambiguous vs unambiguous names per group, and the regression (reporting/ambiguity.py)."""
+    rule = AmbiguityRule.from_mapping(options.ambiguity_rule)
+    table = pooled_names(frames, rule)
+    section.lines += ["## The gap, explained: names that are also places or organisations", "",
+                      f"A name is *ambiguous* when its token is {rule.describe()} (report option "
+                      "`ambiguity_rule`; docs/ambiguity.md).", ""]
+    section.add_table("ambiguity", ambiguity_by_group(table), out_dir)
+    coefficients, groups, gaps = ambiguity_regression(table, n_boot=options.ambiguity_boot,
+                                                      confidence=options.confidence, seed=options.seed)
+    section.lines += [f"Logistic regression of recognition on group (one coefficient each) and {gaps['features']} "
+                      "(binomial GLM, each name's slots as trials, +0.5 pseudo-slots; statsmodels). Wald intervals "
+                      f"treat slots as independent and are too narrow; the bootstrap resamples names within groups "
+                      f"({gaps['replicates']} replicates).", ""]
+    section.add_table("ambiguity_regression", coefficients, out_dir)
+    section.lines += ["Group accuracy observed, the model's fit, and its prediction with the ambiguity features at 0 "
+                      "(adjusted; GloVe rank as observed):", ""]
+    section.add_table("ambiguity_adjusted", groups, out_dir)
+    gap = {kind: interval_text(gaps[f"{kind}_gap"], gaps[f"{kind}_gap_ci_low"], gaps[f"{kind}_gap_ci_high"], 4)
+           for kind in ("observed", "fitted", "adjusted")}
+    section.lines += [f"**Best - worst group gap: observed {gap['observed']}; the model's fit {gap['fitted']}; with "
+                      f"ambiguity accounted for (features at 0) {gap['adjusted']}.**", ""]
+    section.scalars.update({"report/ambiguity/observed_gap": gaps["observed_gap"],
+                            "report/ambiguity/fitted_gap": gaps["fitted_gap"],
+                            "report/ambiguity/adjusted_gap": gaps["adjusted_gap"],
+                            "report/ambiguity/adjusted_gap_ci_low": gaps["adjusted_gap_ci_low"],
+                            "report/ambiguity/adjusted_gap_ci_high": gaps["adjusted_gap_ci_high"]})
 
 
 @dataclass
@@ -71,6 +111,22 @@ class Section:
             return
         self.images[key] = path
         self.lines += [f"![{caption}]({path.name})", "", f"*{caption}*", ""]
+
+
+def calibration_by_group(table: NameTable, **kw) -> pd.DataFrame | None:
+    """Per group and ALL: mean P(PER) over the slots, accuracy, and their difference with an interval
+    (the group bootstrap run on the per-name excess P(PER) - recognised); None without confidences."""
+    if PERSON_PROBABILITY not in table.columns or not np.isfinite(table.values(PERSON_PROBABILITY)).all():
+        return None
+    probability = table.values(PERSON_PROBABILITY) * table.sentences
+    excess = dataclasses.replace(table, recognised=probability - table.recognised)
+    gap = bootstrap_group_accuracy(excess, "group", **kw).table(with_all=True)
+    mean_probability = bootstrap_group_accuracy(dataclasses.replace(table, recognised=probability), "group",
+                                                **{**kw, "n_boot": 2}).table(with_all=True)
+    accuracy = bootstrap_group_accuracy(table, "group", **{**kw, "n_boot": 2}).table(with_all=True)
+    return pd.DataFrame({"group": gap["group"], "names": gap["names"], "mean_P_PER": mean_probability["accuracy"],
+                         "accuracy": accuracy["accuracy"], "calibration_gap": gap["accuracy"],
+                         "ci_low": gap["ci_low"], "ci_high": gap["ci_high"]})
 
 
 def names_section(runs: Sequence[Run], names: NameList, out_dir: Path, options: ReportOptions) -> Section:
@@ -142,6 +198,13 @@ def names_section(runs: Sequence[Run], names: NameList, out_dir: Path, options: 
                       "family-wise error over the tests that ran; `note` says why a pair was not tested):", ""]
     section.add_table("permutation_pairs", pairs, out_dir)
 
+    calibration = calibration_by_group(table, **kw)
+    if calibration is not None:
+        section.lines += ["## Calibration by group", "",
+                          "Every slot holds a person, so a group's mean P(PER) over its slots minus its accuracy is its "
+                          "calibration gap (> 0: over-confident); intervals resample names within groups.", ""]
+        section.add_table("calibration_by_group", calibration, out_dir)
+
     section.lines += ["## Spread of name accuracy (Table 4)", ""]
     spread = bootstrap_spread(table, "accuracy", **kw)
     section.add_table("spread_accuracy", spread, out_dir, spread_display(spread))
@@ -155,6 +218,8 @@ def names_section(runs: Sequence[Run], names: NameList, out_dir: Path, options: 
         section.lines += ["## What unrecognised names got instead (share of slots, mean over runs)", ""]
         section.add_table("label_breakdown", breakdown, out_dir)
 
+    if has_profile(runs[0].per_name):
+        ambiguity_lines(section, [run.per_name for run in runs], out_dir, options)
     section.lines += ["## Distributions (Figures 1, 2, 4-8)", ""]
     for by in ("group", "gender", "race"):
         if table.has_facet(by):
@@ -219,6 +284,17 @@ def census_section(run: Run, out_dir: Path, options: ReportOptions) -> Section:
                           f"Years with p_holm < 0.05: {int((tests['p_holm'] < 0.05).sum())} of {len(tests)}", ""]
         section.tables["census_permutation"] = tests
         write_csv(out_dir / "report_census_permutation.csv", tests)
+    labels = run.tables.get("census_labels")
+    if has_profile(labels):
+        rule = AmbiguityRule.from_mapping(options.ambiguity_rule)
+        split = census_ambiguity(frame, labels, rule)
+        section.lines += ["## Type-2 errors (tagged, not PERSON) by sex and name ambiguity", "",
+                          f"A name is *ambiguous* when its token is {rule.describe()}. `_w`: weighted by baby counts, "
+                          "years pooled; `_u`: each name once. `type2_from_ambiguous`: share of the type-2 errors "
+                          "that fall on ambiguous names.", ""]
+        section.add_table("census_ambiguity", split, out_dir)
+        section.lines += ["Female - male type-2 rate, all names vs unambiguous names only:", ""]
+        section.add_table("census_ambiguity_gap", census_gap_split(split), out_dir)
     section.lines += ["## Figures", ""]
     for template in templates:
         section.add_image(f"census_errors_template{template}",

@@ -30,6 +30,7 @@ from omegaconf import OmegaConf
 from nerbias.bias import census, published
 from nerbias.bias.names import NameList, load_names
 from nerbias.bias.types import corpus_title, parse_corpus_label, partial_note, result_file_name
+from nerbias.data.debias_diagnostics import DIAGNOSTICS_FILE
 from nerbias.errors import DataFormatError, NerbiasError
 from nerbias.fileio import FILE_RECORD, RESOLVED_CONFIG, check_recorded_files
 from nerbias.loggers import read_offline_run
@@ -38,7 +39,7 @@ from nerbias.reporting.uncertainty import NameTable
 log = logging.getLogger(__name__)
 
 RUN_FILES = ("per_name", "per_group", "label_breakdown", "census_errors", "census_labels")
-TEXT_COLUMNS = ("name", "group", "label", "gender")
+TEXT_COLUMNS = ("name", "group", "label", "gender", "place_kinds", "list")
 # The columns the report reads from each result file of evaluate.py.
 REQUIRED_COLUMNS = {"per_name": ("name", "group", "sentences", "recognised"), "per_group": ("group",),
                     "label_breakdown": ("group", "label", "share"),
@@ -151,6 +152,13 @@ def read_metrics(run_dir: Path) -> Any:
     if not path.is_file():
         return None
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def read_debias_diagnostics(run_dir: Path) -> Any:
+    """The run's ``debias_diagnostics.json`` (``nerbias.data.debias_diagnostics``); None when the run wrote
+    none (it neither normalised nor de-biased, or predates the file)."""
+    path = Path(run_dir) / DIAGNOSTICS_FILE
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
 # ----------------------------------------------------------------------------------------------

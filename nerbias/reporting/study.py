@@ -41,18 +41,25 @@ from scipy import sparse
 
 from nerbias.bias import census
 from nerbias.bias.names import load_names
-from nerbias.bias.types import corpus_title
+from nerbias.bias.statistics import PERSON_PROBABILITY
+from nerbias.bias.types import corpus_title, parse_corpus_label
 from nerbias.errors import NerbiasError
 from nerbias.fileio import RESOLVED_CONFIG, atomic_write_text, write_csv
+from nerbias.reporting.debias_table import diagnostics_section
 from nerbias.reporting.runs import Run, is_hydra_run, load_run, read_metrics, saved_config, select
 from nerbias.reporting.tables import markdown_table
-from nerbias.reporting.uncertainty import DEFAULT_CONFIDENCE, NameTable, percentile_interval
+from nerbias.reporting.intervals import (COVERS_NAMES, ONE_SEED, Interval, SeedNoise, Statistic, difference_covers,
+                                         difference_replicates, gap_interval, inflate, noise_floor, replicates)
+from nerbias.reporting.uncertainty import DEFAULT_CONFIDENCE, NameTable, holm
 
 log = logging.getLogger(__name__)
 
-CONLL_METRICS = {"test_f1": "CoNLL test F1", "test_lower_f1": "CoNLL test F1 (lower-cased)"}
+CONLL_METRICS = {"test_f1": "CoNLL test F1", "test_lower_f1": "CoNLL test F1 (lower-cased)",
+                 "test_span_ece": "CoNLL test span ECE"}
 NAME_CORPORA = ("winogender", "insitu")
-CENSUS_BOOT = 500   # the census draws are (units x replicates) matrices: ~30k units a sex
+CENSUS_BOOT = 2000  # the census draws are (units x replicates) matrices: ~30k units a sex
+CALIBRATION_PREFIX = "calibration: "
+OOV_SUFFIX = "_oov"  # the OOV name set's evaluations: bias_eval.corpora.<corpus>_oov
 
 
 @dataclass
@@ -61,6 +68,8 @@ class StudyRun:
     seed: int
     path: Path
     conll: dict[str, float]
+    best_epoch: int | None = None   # 1-based, as metrics.json records it
+    epochs: int | None = None
 
 
 @dataclass
@@ -86,7 +95,11 @@ def find_study(sweep_dir: str | Path, condition_key: str = "condition") -> Study
             unfinished.append(path)
             continue
         conll = {key: float(metrics["metrics"][key]) for key in CONLL_METRICS if key in metrics["metrics"]}
-        runs.setdefault(str(condition), []).append(StudyRun(str(condition), int(select(config, "seed")), path, conll))
+        recorded = metrics["metrics"]
+        runs.setdefault(str(condition), []).append(StudyRun(
+            str(condition), int(select(config, "seed")), path, conll,
+            int(recorded["best_epoch"]) if "best_epoch" in recorded else None,
+            int(recorded["epochs"]) if "epochs" in recorded else None))
     if not runs:
         raise NerbiasError(f"{sweep_dir}: no finished run with a '{condition_key}' in its config")
     for members in runs.values():
@@ -94,78 +107,92 @@ def find_study(sweep_dir: str | Path, condition_key: str = "condition") -> Study
     return Study(runs, unfinished)
 
 
-def _mean_over_drawn_seeds(per_seed: np.ndarray, seeds: np.ndarray) -> np.ndarray:
-    """(S, B) statistic of each seed in each replicate -> (B,): its mean over the replicate's seeds."""
-    return np.take_along_axis(per_seed.T, seeds, axis=1).mean(1)
-
-
-def _seed_draws(rng: np.random.Generator, n_seeds: int, n_boot: int) -> np.ndarray:
-    return rng.integers(0, n_seeds, size=(n_boot, n_seeds))
-
-
 @dataclass
-class Estimates:
-    """Point estimates and bootstrap replicates of named statistics for one condition."""
+class Figures:
+    """Every figure of one condition on one corpus, each ready for an interval (``reporting.intervals``).
 
-    point: dict[str, float] = field(default_factory=dict)
-    replicates: dict[str, np.ndarray] = field(default_factory=dict)
+    ``groups``: the keys of the group accuracies (for the best - worst gap); ``floor``: the gap's noise
+    floor (names permuted across groups)."""
 
-    def add(self, key: str, point: float, replicates: np.ndarray) -> None:
-        self.point[key], self.replicates[key] = float(point), np.asarray(replicates, dtype=np.float64)
+    statistics: dict[str, Statistic] = field(default_factory=dict)
+    groups: list[str] = field(default_factory=list)
+    floor: dict[str, float] | None = None
+
+    def add(self, key: str, statistic: Statistic) -> None:
+        self.statistics[key] = statistic
 
 
-def _conll(estimates: Estimates, runs: Sequence[StudyRun], seeds: np.ndarray) -> None:
+def _seed_ids(runs: Sequence[StudyRun]) -> tuple[int, ...]:
+    return tuple(run.seed for run in runs)
+
+
+def _conll(figures: Figures, runs: Sequence[StudyRun]) -> None:
     for key in CONLL_METRICS:
         values = np.array([run.conll.get(key, np.nan) for run in runs])
-        estimates.add(key, values.mean(), values[seeds].mean(1))
+        if np.isnan(values).any():
+            continue
+        figures.add(key, Statistic(float(values.mean()), _seed_ids(runs), values, bounds=(0.0, 1.0)))
+
+
+def _ratio_statistic(rec: np.ndarray, sen: np.ndarray, idx: np.ndarray, drawn: np.ndarray, seeds: tuple[int, ...],
+                     names: int, bounds: tuple[float, float] = (0.0, 1.0)) -> Statistic:
+    """Slot-weighted accuracy of the names ``idx`` per seed; names part from the ``drawn`` names."""
+    per_seed = rec[:, idx].sum(1) / sen[:, idx].sum(1)
+    point = float(per_seed.mean())
+    resampled = (rec[:, drawn].sum(-1) / sen[:, drawn].sum(-1)).mean(0)   # (B,): every seed on the drawn names
+    return Statistic(point, seeds, per_seed, inflate(point, resampled, names), names, bounds)
 
 
 def _name_statistics(table: NameTable, members: dict[str, np.ndarray], draws: dict[str, np.ndarray],
-                     seeds: np.ndarray, ddof: int) -> Estimates:
-    """Group accuracies, ALL, gaps, OOV and the median-confidence spread of one condition."""
-    out = Estimates()
+                     seeds: tuple[int, ...], ddof: int, floor_permutations: int, seed: int) -> Figures:
+    """Group accuracies, ALL, female and male, OOV and the median-confidence spread of one condition."""
+    out = Figures(groups=list(members))
     rec, sen = table.recognised, table.sentences                       # (S, N)
-    pooled: dict[str, list[np.ndarray]] = {"ALL": [], "Female": [], "Male": []}  # per-seed (rec, sen) sums
-    accuracy_point, accuracy_boot = {}, {}
+    size = int(min(len(idx) for idx in members.values()))               # names per group, for the small-sample factor
+    pooled: dict[str, list[str]] = {"ALL": list(members), "Female": [], "Male": []}
     for group, idx in members.items():
-        drawn = draws[group]                                          # (B, n)
-        r, s = rec[:, drawn].sum(-1), sen[:, drawn].sum(-1)            # (S, B)
-        accuracy_point[group] = float((rec[:, idx].sum(1) / sen[:, idx].sum(1)).mean())
-        accuracy_boot[group] = _mean_over_drawn_seeds(r / s, seeds)
-        out.add(group, accuracy_point[group], accuracy_boot[group])
+        out.add(group, _ratio_statistic(rec, sen, idx, draws[group], seeds, len(idx)))
         gender = "Female" if group.endswith("Female") else "Male" if group.endswith("Male") else None
-        for key in ("ALL", gender):
-            if key:
-                pooled[key].append((idx, r, s))
-    for key, parts in pooled.items():
-        if parts:
-            idx = np.concatenate([p[0] for p in parts])
-            r, s = sum(p[1] for p in parts), sum(p[2] for p in parts)
-            out.add(key, (rec[:, idx].sum(1) / sen[:, idx].sum(1)).mean(), _mean_over_drawn_seeds(r / s, seeds))
-    boot = np.column_stack([accuracy_boot[g] for g in members])
-    point = np.array([accuracy_point[g] for g in members])
-    out.add("best_worst_gap", point.max() - point.min(), boot.max(1) - boot.min(1))
-    if "Female" in out.point and "Male" in out.point:
-        out.add("female_male_gap", out.point["Female"] - out.point["Male"],
-                out.replicates["Female"] - out.replicates["Male"])
+        if gender:
+            pooled[gender].append(group)
+    for key, groups in pooled.items():
+        if groups:
+            idx = np.concatenate([members[g] for g in groups])
+            drawn = np.concatenate([draws[g] for g in groups], axis=1)
+            out.add(key, _ratio_statistic(rec, sen, idx, drawn, seeds, size))
+    if "Female" in out.statistics and "Male" in out.statistics:
+        female, male = out.statistics["Female"], out.statistics["Male"]
+        out.add("female_male_gap", Statistic(female.point - male.point, seeds, female.seed_values - male.seed_values,
+                                             female.name_replicates - male.name_replicates, size, (-1.0, 1.0)))
+    if PERSON_PROBABILITY in table.columns and np.isfinite(table.values(PERSON_PROBABILITY)).all():
+        # mean P(PER) minus accuracy, slot-weighted: every slot is a person, so this is the calibration gap
+        excess = table.values(PERSON_PROBABILITY) * sen - rec
+        for group, idx in {**members, "ALL": np.concatenate(list(members.values()))}.items():
+            drawn = draws[group] if group in draws else np.concatenate([draws[g] for g in members], axis=1)
+            out.add(CALIBRATION_PREFIX + group, _ratio_statistic(excess, sen, idx, drawn, seeds,
+                                                                 len(idx) if group in members else size, (-1.0, 1.0)))
+    if len(members) > 1:
+        out.floor = noise_floor(rec, sen, list(members.values()), floor_permutations, seed)
     if "accuracy" in table.oov:
-        oov = table.oov["accuracy"]
-        out.add("OOV", oov.mean(), oov[seeds].mean(1))
+        oov = np.asarray(table.oov["accuracy"], dtype=np.float64)
+        out.add("OOV", Statistic(float(oov.mean()), seeds, oov, bounds=(0.0, 1.0)))
     if "conf_median" in table.columns:
         medians = table.values("conf_median")                          # (S, N), NaN: never recognised
         every = np.concatenate(list(members.values()))
+        all_draws = np.concatenate([draws[g] for g in members], axis=1)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # names never recognised have no confidence
-            by_name = np.nanmean(medians, axis=0)[every]
-            drawn_medians = np.nanmean(medians[seeds], axis=1)         # (B, N): each name over the drawn seeds
-            all_draws = np.concatenate([draws[g] for g in members], axis=1)
-            spread = np.nanstd(np.take_along_axis(drawn_medians, all_draws, axis=1), axis=1, ddof=ddof)
-            out.add("median_confidence_std", np.nanstd(by_name, ddof=ddof), spread)
+            by_name = np.nanmean(medians, axis=0)
+            point = float(np.nanstd(by_name[every], ddof=ddof))
+            per_seed = np.nanstd(medians[:, every], axis=1, ddof=ddof)
+            resampled = np.nanstd(by_name[all_draws], axis=1, ddof=ddof)
+        if np.isfinite(point) and np.isfinite(per_seed).all():
+            out.add("median_confidence_std", Statistic(point, seeds, per_seed, inflate(point, resampled, size), size))
     return out
 
 
-def names_corpus_estimates(tables: dict[str, NameTable], n_boot: int, seed: int, ddof: int,
-                           runs: dict[str, list[StudyRun]]) -> dict[str, Estimates]:
+def names_corpus_figures(tables: dict[str, NameTable], n_boot: int, seed: int, ddof: int,
+                         runs: dict[str, list[StudyRun]], floor_permutations: int = 1000) -> dict[str, Figures]:
     first = next(iter(tables.values()))
     for condition, table in tables.items():
         if table.names != first.names:
@@ -176,9 +203,9 @@ def names_corpus_estimates(tables: dict[str, NameTable], n_boot: int, seed: int,
     draws = {g: idx[rng.integers(0, len(idx), size=(n_boot, len(idx)))] for g, idx in members.items()}
     out = {}
     for condition, table in tables.items():
-        seeds = _seed_draws(rng, table.n_seeds, n_boot)
-        out[condition] = _name_statistics(table, members, draws, seeds, ddof)
-        _conll(out[condition], runs[condition], seeds)
+        out[condition] = _name_statistics(table, members, draws, _seed_ids(runs[condition]), ddof,
+                                          floor_permutations, seed)
+        _conll(out[condition], runs[condition])
     return out
 
 
@@ -230,39 +257,55 @@ def _type1_by_year(run: Run, matrices, unit_names, errors: pd.DataFrame) -> dict
     return out
 
 
-def census_estimates(study: Study, label: str, n_boot: int, seed: int) -> dict[str, Estimates]:
-    rng = np.random.default_rng(seed)
+CENSUS_CHUNK = 250  # replicates drawn at a time: a (units x chunk) weight matrix, ~60 MB for 30k units
+
+
+def census_figures(study: Study, label: str, n_boot: int, seed: int) -> dict[str, Figures]:
+    """Female and male weighted type-1 error and their gap, per condition. The units ((name, sex), each
+    with all its years) are drawn in chunks of replicates, each chunk from its own generator, so every
+    condition sees the same draws (paired) and memory stays at one chunk's weights."""
     units = None
-    weights: dict[str, np.ndarray] = {}
-    out = {}
+    wrong: dict[str, list[dict[str, np.ndarray]]] = {}
     for condition, runs in study.runs.items():
-        per_seed: dict[str, list[np.ndarray]] = {"F": [], "M": []}
-        point: dict[str, list[float]] = {"F": [], "M": []}
+        wrong[condition] = []
         for member in runs:
             run = load_run(member.path / "bias" / label)
             if units is None:
-                errors, matrices, names = _census_units(run)
+                _, matrices, names = _census_units(run)
                 units = (matrices, names)
-                for sex, matrix in matrices.items():  # one draw of units for every condition: paired
-                    n = matrix.shape[1]
-                    weights[sex] = rng.multinomial(n, np.full(n, 1.0 / n), size=n_boot).T.astype(np.float64)
-            matrices, names = units
-            errors = run.tables["census_errors"]
-            wrong = _type1_by_year(run, matrices, names, errors)
-            for sex, matrix in matrices.items():
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    numerator = matrix.multiply(wrong[sex][None, :]).tocsr() @ weights[sex]
-                    rates = numerator / (matrix @ weights[sex])      # (years, B); NaN: no unit drawn that year
-                per_seed[sex].append(np.nanmean(rates, axis=0))
-                point[sex].append(float(np.mean((matrix @ wrong[sex]) / np.asarray(matrix.sum(1)).ravel())))
-        seeds = _seed_draws(rng, len(runs), n_boot)
-        estimates = Estimates()
-        female, male = (_mean_over_drawn_seeds(np.vstack(per_seed[s]), seeds) for s in ("F", "M"))
-        estimates.add("female_type1_w", np.mean(point["F"]), female)
-        estimates.add("male_type1_w", np.mean(point["M"]), male)
-        estimates.add("female_male_type1_w_gap", np.mean(point["F"]) - np.mean(point["M"]), female - male)
-        _conll(estimates, runs, seeds)
-        out[condition] = estimates
+            wrong[condition].append(_type1_by_year(run, *units, run.tables["census_errors"]))
+    matrices, _ = units
+    totals = {sex: np.asarray(matrix.sum(1)).ravel() for sex, matrix in matrices.items()}
+    # per condition, sex and seed: (B,) replicate rates (names part)
+    drawn = {c: {sex: [np.empty(n_boot) for _ in wrong[c]] for sex in matrices} for c in wrong}
+    for start in range(0, n_boot, CENSUS_CHUNK):
+        size = min(CENSUS_CHUNK, n_boot - start)
+        for number, (sex, matrix) in enumerate(matrices.items()):
+            n = matrix.shape[1]
+            weights = np.random.default_rng([seed, number, start]).multinomial(
+                n, np.full(n, 1.0 / n), size=size).T.astype(np.float64)
+            denominator = matrix @ weights                       # (years, chunk)
+            for condition, per_seed in wrong.items():
+                for index, errors in enumerate(per_seed):
+                    with np.errstate(invalid="ignore", divide="ignore"):
+                        rates = (matrix.multiply(errors[sex][None, :]).tocsr() @ weights) / denominator
+                    drawn[condition][sex][index][start:start + size] = np.nanmean(rates, axis=0)
+    unit_count = min(matrix.shape[1] for matrix in matrices.values())
+    out = {}
+    for condition, runs in study.runs.items():
+        seeds = _seed_ids(runs)
+        point = {sex: np.array([float(np.mean((matrix @ errors[sex]) / totals[sex])) for errors in wrong[condition]])
+                 for sex, matrix in matrices.items()}
+        names_part = {sex: np.vstack(drawn[condition][sex]).mean(0) for sex in matrices}  # every seed, drawn units
+        figures = Figures()
+        for key, values, reps, bounds in (
+                ("female_type1_w", point["F"], names_part["F"], (0.0, 1.0)),
+                ("male_type1_w", point["M"], names_part["M"], (0.0, 1.0)),
+                ("female_male_type1_w_gap", point["F"] - point["M"], names_part["F"] - names_part["M"], (-1.0, 1.0))):
+            figures.add(key, Statistic(float(values.mean()), seeds, values, inflate(values.mean(), reps, unit_count),
+                                       unit_count, bounds))
+        _conll(figures, runs)
+        out[condition] = figures
     return out
 
 
@@ -270,52 +313,130 @@ def census_estimates(study: Study, label: str, n_boot: int, seed: int) -> dict[s
 # Tables
 
 
-def summary_frame(estimates: dict[str, Estimates], runs: dict[str, list[StudyRun]], baseline: str | None,
-                  confidence: float = DEFAULT_CONFIDENCE) -> pd.DataFrame:
-    """Long format: condition, metric, seeds, value, ci_low, ci_high and (against the baseline)
-    diff, diff_low, diff_high; for the best - worst gap also ratio (condition / baseline) and its interval."""
+GAP = "best_worst_gap"
+
+
+def _interval_row(prefix: str, interval: Interval) -> dict[str, Any]:
+    return {prefix: interval.value, f"{prefix}_low": interval.low, f"{prefix}_high": interval.high,
+            f"{prefix}_covers": interval.covers}
+
+
+def summary_frame(figures: dict[str, Figures], runs: dict[str, list[StudyRun]], baseline: str | None,
+                  confidence: float = DEFAULT_CONFIDENCE, seed: int = 0, n_boot: int = 2000) -> pd.DataFrame:
+    """Long format: condition, metric, seeds, value, ci_low, ci_high, ci_covers and (against the baseline)
+    diff, diff_low, diff_high, diff_covers, p_value. The best - worst gap's value is bias-corrected (``raw``:
+    max - min), beside its noise floor (floor_mean, floor_p95, floor_p, below_floor) and the ratio
+    condition / baseline (ratio, ratio_low, ratio_high)."""
+    lengths = {len(s.name_replicates) for f in figures.values() for s in f.statistics.values()
+               if s.name_replicates is not None}
+    noise = SeedNoise(lengths.pop() if lengths else n_boot, seed)
+    reps = {c: {k: replicates(noise, s) for k, s in f.statistics.items()} for c, f in figures.items()}
+    gaps: dict[str, tuple[float, np.ndarray, str]] = {}
+    for condition, fig in figures.items():
+        if len(fig.groups) > 1:
+            points = np.array([fig.statistics[g].point for g in fig.groups])
+            group_reps = np.column_stack([reps[condition][g] for g in fig.groups])
+            gaps[condition] = (points, group_reps, fig.statistics[fig.groups[0]].covers)
+    base = figures.get(baseline) if baseline else None
     rows = []
-    base = estimates.get(baseline) if baseline else None
-    for condition, est in estimates.items():
-        for metric, value in est.point.items():
-            low, high = percentile_interval(est.replicates[metric], confidence)
-            row = {"condition": condition, "metric": metric, "seeds": ";".join(str(r.seed) for r in runs[condition]),
-                   "value": value, "ci_low": float(low), "ci_high": float(high)}
-            if base is not None and metric in base.point and condition != baseline:
-                diff = est.replicates[metric] - base.replicates[metric]
-                d_low, d_high = percentile_interval(diff, confidence)
-                row.update(diff=value - base.point[metric], diff_low=float(d_low), diff_high=float(d_high))
-                if metric == "best_worst_gap" and base.point[metric] > 0:
-                    with np.errstate(all="ignore"):
-                        r_low, r_high = percentile_interval(est.replicates[metric] / base.replicates[metric],
-                                                            confidence)
-                    row.update(ratio=value / base.point[metric], ratio_low=float(r_low), ratio_high=float(r_high))
+    for condition, fig in figures.items():
+        seeds = ";".join(str(r.seed) for r in runs[condition])
+        metrics = list(fig.statistics)
+        if condition in gaps:
+            metrics.insert(len(fig.groups), GAP)
+        for metric in metrics:
+            row: dict[str, Any] = {"condition": condition, "metric": metric, "seeds": seeds}
+            if metric == GAP:
+                points, group_reps, covers = gaps[condition]
+                interval, raw, _ = gap_interval(points, group_reps, covers, confidence)
+                row.update(raw=raw, **fig.floor)
+                row["below_floor"] = bool(raw < fig.floor["floor_p95"])
+            else:
+                statistic = fig.statistics[metric]
+                interval = Interval.from_replicates(statistic.point, reps[condition][metric], statistic.covers,
+                                                    confidence)
+            row.update(value=interval.value, ci_low=interval.low, ci_high=interval.high, ci_covers=interval.covers)
+            if base is not None and condition != baseline:
+                row.update(_difference(metric, condition, baseline, figures, gaps, noise, confidence))
             rows.append(row)
     return pd.DataFrame(rows)
 
 
-def _cell(value: float, low: float, high: float, digits: int) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+def _difference(metric: str, condition: str, baseline: str, figures: dict[str, Figures],
+                gaps: dict[str, tuple[float, np.ndarray, str]], noise: SeedNoise, confidence: float) -> dict[str, Any]:
+    ours, theirs = figures[condition], figures[baseline]
+    if metric == GAP:
+        if condition not in gaps or baseline not in gaps:
+            return {}
+        (points_c, reps_c, _), (points_b, reps_b, _) = gaps[condition], gaps[baseline]
+        covers = difference_covers(ours.statistics[ours.groups[0]], theirs.statistics[theirs.groups[0]])
+        interval, _, _ = gap_interval(points_c, reps_c, covers, confidence, base=(points_b, reps_b))
+        out = {**_interval_row("diff", interval), "p_value": interval.p_value}
+        own, _, own_reps = gap_interval(points_c, reps_c, covers, confidence)
+        theirs_gap, _, base_reps = gap_interval(points_b, reps_b, covers, confidence)
+        if own.value > 0 and theirs_gap.value > 0:  # ratio of the corrected gaps; interval on the log scale
+            with np.errstate(all="ignore"):
+                log_reps = np.log(own_reps / base_reps)
+            shift = float(np.log(own.value / theirs_gap.value)) - float(np.nanmean(log_reps[np.isfinite(log_reps)]))
+            log_interval = Interval.from_replicates(0.0, log_reps + shift, covers, confidence)
+            out.update(ratio=own.value / theirs_gap.value, ratio_low=float(np.exp(log_interval.low)),
+                       ratio_high=float(np.exp(log_interval.high)))
+        return out
+    if metric not in theirs.statistics:
+        return {}
+    first, second = ours.statistics[metric], theirs.statistics[metric]
+    interval = Interval.from_replicates(first.point - second.point, difference_replicates(noise, first, second),
+                                        difference_covers(first, second), confidence)
+    return {**_interval_row("diff", interval), "p_value": interval.p_value}
+
+
+def _cell(row: dict, value: str, digits: int) -> str:
+    number = row.get(value)
+    if number is None or (isinstance(number, float) and math.isnan(number)):
         return "–"
-    return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+    covers = row.get(f"{value}_covers", row.get("ci_covers")) if value != "ratio" else row.get("diff_covers")
+    low, high = row.get(f"{value}_low"), row.get(f"{value}_high")
+    if covers == ONE_SEED or low is None or (isinstance(low, float) and math.isnan(low)):
+        text = f"{number:.{digits}f} (1 seed)"
+    else:
+        text = f"{number:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]" + (" (names)" if covers == COVERS_NAMES else "")
+    if value == "value" and row.get("metric") == GAP and "floor_p95" in row:
+        text += f"; floor {row['floor_mean']:.{digits}f} / {row['floor_p95']:.{digits}f}"
+        text += " **below floor**" if row.get("below_floor") else ""
+    if value == "diff" and row.get("holds") is True:
+        text += " ✓"
+    return text
 
 
-SUMMARY_COLUMNS = {"test_f1": "CoNLL F1", "test_lower_f1": "CoNLL F1 lower-cased", "ALL": "ALL", "OOV": "OOV",
-                   "best_worst_gap": "best - worst group", "female_male_gap": "female - male",
+SUMMARY_COLUMNS = {"test_f1": "CoNLL F1", "test_lower_f1": "CoNLL F1 lower-cased", "test_span_ece": "CoNLL span ECE", "ALL": "ALL", "OOV": "OOV",
+                   GAP: "best - worst group (bias-corrected)", "female_male_gap": "female - male",
                    "median_confidence_std": "std of median confidence",
                    "female_type1_w": "female type-1 (w)", "male_type1_w": "male type-1 (w)",
                    "female_male_type1_w_gap": "female - male type-1 (w)"}
+# The claims family (Holm): every condition's difference from the baseline in these figures, cased corpora.
+HEADLINE = {"conll": ("test_f1",), "names": ("ALL", GAP, "female_male_gap"), "oov": ("ALL",),
+            "census": ("female_male_type1_w_gap",)}
+
+
+def corpus_kind(label: str) -> str | None:
+    """``names``, ``oov`` or ``census`` for a cased corpus label in the claims family; None for the rest."""
+    corpus, lower = parse_corpus_label(label)
+    if lower:
+        return None
+    if corpus.startswith("census"):
+        return "census"
+    return "oov" if corpus.endswith(OOV_SUFFIX) else "names"
 
 
 def display_table(frame: pd.DataFrame, metrics: Sequence[str], value: str = "value", digits: int = 3,
                   titles: dict[str, str] | None = None) -> pd.DataFrame:
-    """Conditions x ``metrics`` as "value [low, high]" (``value``: value, diff or ratio), with the seeds."""
+    """Conditions x ``metrics`` as "value [low, high]" (``value``: value, diff or ratio), with the seeds.
+    A names-only interval is marked "(names)", a figure without one "(1 seed)"."""
     titles = titles or {}
     frame = frame[frame[value].notna()] if value in frame else frame.iloc[0:0]
     conditions = list(dict.fromkeys(frame["condition"]))
     present = [m for m in metrics if m in set(frame["metric"])]
-    cells = {(row["condition"], row["metric"]): _cell(row[value], row[f"{value}_low"], row[f"{value}_high"], digits)
-             for row in frame.to_dict("records")}
+    cells = {(row["condition"], row["metric"]): _cell(row, value, digits) for row in frame.to_dict("records")}
     seeds = frame.drop_duplicates("condition").set_index("condition")["seeds"] if len(frame) else {}
     rows = [{"condition": c, "seeds": seeds[c], **{titles.get(m, m): cells.get((c, m), "–") for m in present}}
             for c in conditions]
@@ -323,31 +444,90 @@ def display_table(frame: pd.DataFrame, metrics: Sequence[str], value: str = "val
 
 
 def _value_column(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame.rename(columns={"ci_low": "value_low", "ci_high": "value_high"})
+    return frame.rename(columns={"ci_low": "value_low", "ci_high": "value_high", "ci_covers": "value_covers"})
 
 
 def corpus_section(frame: pd.DataFrame, title: str, baseline: str | None) -> list[str]:
     """The Markdown of one corpus: summary, per-group accuracy, differences from the baseline."""
     frame = _value_column(frame)
     summary = [m for m in SUMMARY_COLUMNS if m in set(frame["metric"])]
-    groups = [m for m in dict.fromkeys(frame["metric"]) if m not in SUMMARY_COLUMNS and m not in ("Female", "Male")]
+    calibration = [m for m in dict.fromkeys(frame["metric"]) if m.startswith(CALIBRATION_PREFIX)]
+    groups = [m for m in dict.fromkeys(frame["metric"])
+              if m not in SUMMARY_COLUMNS and m not in ("Female", "Male") and m not in calibration]
     lines = [f"## {title}", "", markdown_table(display_table(frame, summary, titles=SUMMARY_COLUMNS)), ""]
-    if groups:
+    if groups and len(groups) > 1:
         lines += ["Accuracy per group:", "", markdown_table(display_table(frame, groups)), ""]
+    if calibration:
+        titles = {m: m[len(CALIBRATION_PREFIX):] for m in calibration}
+        lines += ["Calibration per group: mean P(PER) over the group's slots minus its accuracy (every slot is a "
+                  "person; > 0: over-confident):", "", markdown_table(display_table(frame, calibration, titles=titles)),
+                  ""]
     if baseline is not None and "diff" in frame and frame["diff"].notna().any():
         diffs = display_table(frame, summary, value="diff", titles=SUMMARY_COLUMNS)
         if "ratio" in frame and frame["ratio"].notna().any():
-            ratio = display_table(frame, ["best_worst_gap"], value="ratio")
+            ratio = display_table(frame, [GAP], value="ratio")
             diffs["best - worst, ratio to baseline"] = ratio.set_index("condition").reindex(
-                diffs["condition"])["best_worst_gap"].fillna("–").to_list()
-        lines += [f"Difference from `{baseline}` (paired on the names):", "", markdown_table(diffs), ""]
+                diffs["condition"])[GAP].fillna("–").to_list()
+        lines += [f"Difference from `{baseline}` (paired on the names, and on the seeds where the seeds match; "
+                  "✓: holds after Holm's adjustment over the claims family):", "", markdown_table(diffs), ""]
     return lines
 
 
+def claims_family(frames: dict[str, pd.DataFrame], baseline: str, alpha: float) -> pd.DataFrame:
+    """The declared family (``HEADLINE``) of differences from the baseline, Holm-adjusted.
+
+    Adds ``p_holm`` and ``holds`` to the rows of ``frames`` in place and returns the family."""
+    rows = []
+    conll_done = False
+    for label, frame in frames.items():
+        kind = corpus_kind(label)
+        wanted = list(HEADLINE.get(kind, ())) if kind else []
+        if kind and not conll_done:
+            wanted += list(HEADLINE["conll"])
+            conll_done = True
+        if "p_value" not in frame:
+            continue
+        for index, row in frame.iterrows():
+            if row["condition"] != baseline and row["metric"] in wanted and not pd.isna(row["p_value"]):
+                rows.append({"corpus": label, "index": index, "condition": row["condition"], "metric": row["metric"],
+                             "diff": row["diff"], "diff_low": row["diff_low"], "diff_high": row["diff_high"],
+                             "diff_covers": row["diff_covers"], "p_value": row["p_value"]})
+    family = pd.DataFrame(rows, columns=["corpus", "index", "condition", "metric", "diff", "diff_low", "diff_high",
+                                         "diff_covers", "p_value"])
+    family["p_holm"] = holm(family["p_value"].to_numpy()) if len(family) else []
+    family["holds"] = family["p_holm"] < alpha
+    for label, frame in frames.items():
+        part = family[family["corpus"] == label]
+        frame["p_holm"] = np.nan
+        frame["holds"] = pd.Series([pd.NA] * len(frame), index=frame.index, dtype="object")
+        frame.loc[part["index"].to_numpy(), "p_holm"] = part["p_holm"].to_numpy()
+        frame.loc[part["index"].to_numpy(), "holds"] = part["holds"].to_numpy()
+    return family.drop(columns="index")
+
+
+def claims_section(family: pd.DataFrame, alpha: float) -> list[str]:
+    if not len(family):
+        return []
+    shown = family.copy()
+    shown["difference"] = [_cell(r, "diff", 3) for r in shown.to_dict("records")]
+    shown["p"] = shown["p_value"].map(lambda p: f"{p:.2g}")
+    shown["p (Holm)"] = shown["p_holm"].map(lambda p: f"{p:.2g}")
+    shown["verdict"] = np.where(shown["holds"], "holds", "does not hold")
+    shown["metric"] = shown["metric"].map(lambda m: SUMMARY_COLUMNS.get(m, m))
+    return ["## Claims", "",
+            f"The family: each condition's difference from the baseline in {', '.join(sorted({m for v in HEADLINE.values() for m in v}))} "
+            f"on the cased corpora ({len(family)} comparisons). Two-sided p-values invert the intervals above; "
+            f"Holm's step-down adjustment keeps the family-wise error at {alpha:g}. Only the rows marked "
+            "*holds* are claims.", "",
+            markdown_table(shown[["condition", "corpus", "metric", "difference", "p", "p (Holm)", "verdict"]]), ""]
+
+
 def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, baseline: str = "baseline",
-              n_boot: int = 2000, census_boot: int = CENSUS_BOOT, seed: int = 0, ddof: int = 0,
-              condition_key: str = "condition") -> Path:
-    """Write ``study.md`` and ``study_<corpus>.csv`` for every corpus the runs were evaluated on."""
+              n_boot: int = 10000, census_boot: int = CENSUS_BOOT, seed: int = 0, ddof: int = 0,
+              condition_key: str = "condition", confidence: float = DEFAULT_CONFIDENCE,
+              floor_permutations: int = 1000) -> Path:
+    """Write ``study.md``, ``study_<corpus>.csv`` for every corpus the runs were evaluated on, and
+    ``claims.csv`` (the Holm-adjusted family)."""
     study = find_study(sweep_dir, condition_key)
     out = Path(output_dir) if output_dir else Path(sweep_dir) / "study"
     if baseline not in study.runs:
@@ -355,35 +535,56 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
     first = study.runs[next(iter(study.runs))][0]
     labels = sorted(p.name for p in (first.path / "bias").iterdir() if (p / "metrics.json").is_file()) \
         if (first.path / "bias").is_dir() else []
+    commits = sorted({c for rs in study.runs.values() for r in rs if (c := _run_commit(r.path))})
     lines = ["# Mitigation study", "",
-             f"Sweep: `{sweep_dir}`. Finished runs: " + ", ".join(
-                 f"{c} (seeds {','.join(str(r.seed) for r in rs)})" for c, rs in study.runs.items()) + ".",
-             f"Means over seeds; 95 % percentile bootstrap intervals, names and seeds resampled ({n_boot} "
-             f"replicates; census {census_boot}); differences from `{baseline}` paired on the names "
-             "(nerbias/reporting/study.py).", ""]
+             f"Sweep: `{Path(sweep_dir).name}`" + (f", code at commit {', '.join(commits)}" if commits else "")
+             + ". Finished runs: " + ", ".join(
+                 f"{c} (seeds {','.join(str(r.seed) for r in rs)}; best epochs "
+                 f"{','.join(str(r.best_epoch) if r.best_epoch is not None else '?' for r in rs)})"
+                 for c, rs in study.runs.items()) + ".", "",
+             f"Means over seeds with {confidence:.0%} intervals (nerbias/reporting/intervals.py): a name bootstrap "
+             f"({n_boot} replicates; census {census_boot}; names drawn within groups, one draw for every condition) "
+             "plus a t-based seed part (paired on seed numbers), so an interval covers names and seeds; with one "
+             "seed it covers the names only, marked (names), and a figure that varies only with the seed has none "
+             "(1 seed). The best - worst gap is bias-corrected (2 x gap - bootstrap mean; percentile interval of the replicates) and shown "
+             f"with its noise floor (mean / 95th percentile of the gap with names permuted across groups, "
+             f"{floor_permutations} permutations); a gap below the floor's 95th percentile is no evidence of a "
+             "group effect.", ""]
     if study.unfinished:
         lines += ["Unfinished (left out): " + ", ".join(f"`{p.name}`" for p in study.unfinished), ""]
-    written = []
+    frames: dict[str, pd.DataFrame] = {}
+    has_baseline: dict[str, bool] = {}
     for label in sorted(labels, key=lambda name: (re.sub("_lower$", "", name), name)):
         complete = {c: rs for c, rs in study.runs.items()
                     if all((r.path / "bias" / label / "metrics.json").is_file() for r in rs)}
         if label.startswith("census"):
-            estimates = census_estimates(Study(complete), label, census_boot, seed)
+            figures = census_figures(Study(complete), label, census_boot, seed)
         else:
             tables = {c: NameTable.from_frames([load_run(r.path / "bias" / label).per_name for r in rs])
                       for c, rs in complete.items()}
-            estimates = names_corpus_estimates(tables, n_boot, seed, ddof, complete)
-        frame = summary_frame(estimates, complete, baseline if baseline in complete else None)
-        write_csv(out / f"study_{label}.csv", frame, float_format="%.17g")  # every digit: the figures are exact
-        written.append(label)
-        corpus, lower = (label[:-6], True) if label.endswith("_lower") else (label, False)
-        lines += corpus_section(frame, corpus_title(corpus, lower), baseline if baseline in complete else None)
-    if not written:
+            figures = names_corpus_figures(tables, n_boot, seed, ddof, complete, floor_permutations)
+        has_baseline[label] = baseline in complete
+        frames[label] = summary_frame(figures, complete, baseline if baseline in complete else None, confidence, seed)
+    if not frames:
         raise NerbiasError(f"{sweep_dir}: the runs hold no finished bias evaluation")
+    family = claims_family(frames, baseline, 1 - confidence)
+    for label, frame in frames.items():
+        write_csv(out / f"study_{label}.csv", frame, float_format="%.17g")  # every digit: the figures are exact
+        corpus, lower = parse_corpus_label(label)
+        lines += corpus_section(frame, corpus_title(corpus, lower), baseline if has_baseline[label] else None)
+    write_csv(out / "claims.csv", family, float_format="%.17g")
+    lines += claims_section(family, 1 - confidence)
+    lines += diagnostics_section(study.runs)
     path = out / "study.md"
     atomic_write_text(path, "\n".join(lines))
     return path
 
 
-__all__ = ["CONLL_METRICS", "Estimates", "Study", "StudyRun", "census_estimates", "corpus_section", "display_table", "find_study",
-           "names_corpus_estimates", "run_study", "summary_frame"]
+def _run_commit(path: Path) -> str | None:
+    metrics = read_metrics(path) or {}
+    commit = (metrics.get("code") or {}).get("commit")
+    return str(commit)[:12] if commit else None
+
+
+__all__ = ["CONLL_METRICS", "Figures", "HEADLINE", "Study", "StudyRun", "census_figures", "claims_family",
+           "corpus_section", "display_table", "find_study", "names_corpus_figures", "run_study", "summary_frame"]

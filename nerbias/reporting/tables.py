@@ -24,6 +24,14 @@ from nerbias.reporting.uncertainty import (
 REPRESENTATIVE_YEARS = (1880, 1900, 1920, 1940, 1960, 1980, 2000, 2018)
 
 
+def interval_cell(value: float, low: float, high: float, names: int, digits: int = 3) -> str:
+    """``interval_text``, except for a group of one name: resampling it always draws that name, so
+    its interval has zero width, which would read as certainty; the cell says ``0.900 (1 name)``."""
+    if names < 2 and not (isinstance(value, float) and math.isnan(value)):
+        return f"{value:.{digits}f} (1 name)"
+    return interval_text(value, low, high, digits)
+
+
 def markdown_table(frame: pd.DataFrame, digits: int = 3) -> str:
     """A GitHub Markdown table; floats to ``digits`` places, p-values (columns p_*) to 4."""
     def cell(column: str, value: Any) -> str:
@@ -52,7 +60,7 @@ def accuracy_table(tables: Mapping[str, NameTable], by: str = "group", n_boot: i
         column = cells.setdefault(model, {})
         for row in frame.itertuples(index=False):
             label = getattr(row, by)
-            column[label] = interval_text(row.accuracy, row.ci_low, row.ci_high, 4, names=row.names)
+            column[label] = interval_cell(row.accuracy, row.ci_low, row.ci_high, row.names, 4)
             long_rows.append({"model": model, by: label, "accuracy": row.accuracy, "ci_low": row.ci_low,
                               "ci_high": row.ci_high, "names": row.names, "seeds": row.seeds})
         oov = table.oov_value("accuracy")
@@ -79,8 +87,8 @@ def spread_table(tables: Mapping[str, NameTable], column: str = "accuracy", n_bo
         if column not in table.columns or np.all(np.isnan(table.values(column))):
             continue
         row = bootstrap_spread(table, column, n_boot=n_boot, confidence=confidence, seed=seed).iloc[-1]  # ALL
-        display_rows.append({"model": model, **{stat: interval_text(row[stat], row[f"{stat}_low"], row[f"{stat}_high"],
-                                                                    names=row["names"])
+        display_rows.append({"model": model, **{stat: interval_cell(row[stat], row[f"{stat}_low"], row[f"{stat}_high"],
+                                                                    row["names"])
                                                 for stat in ("min", "mean", "std", "median")}})
         long_rows.append({"model": model, **row.drop("group").to_dict()})
     return pd.DataFrame(display_rows, columns=["model", "min", "mean", "std", "median"]), pd.DataFrame(long_rows)
@@ -113,7 +121,7 @@ def gap_table(tables: Mapping[str, NameTable], n_boot: int = DEFAULT_N_BOOT,
 
 def accuracy_display(frame: pd.DataFrame) -> pd.DataFrame:
     """``GroupBootstrap.table()`` as shown: ``accuracy [ci_low, ci_high]`` cells, no SE or seeds."""
-    return frame.assign(accuracy=[interval_text(a, lo, hi, 4, names=int(n)) for a, lo, hi, n in
+    return frame.assign(accuracy=[interval_cell(a, lo, hi, n, 4) for a, lo, hi, n in
                                   frame[["accuracy", "ci_low", "ci_high", "names"]].to_numpy()]).drop(
         columns=["ci_low", "ci_high", "se", "seeds"])
 
@@ -122,7 +130,7 @@ def spread_display(spread: pd.DataFrame) -> pd.DataFrame:
     """``bootstrap_spread``'s frame as shown: one ``value [low, high]`` cell per statistic."""
     out = spread[["group", "names"]].copy()
     for stat in ("min", "mean", "std", "median"):
-        out[stat] = [interval_text(v, lo, hi, names=int(n)) for v, lo, hi, n in
+        out[stat] = [interval_cell(v, lo, hi, n) for v, lo, hi, n in
                      spread[[stat, f"{stat}_low", f"{stat}_high", "names"]].to_numpy()]
     return out
 

@@ -8,13 +8,12 @@ thousands of slots per name the within-name binomial noise is negligible next to
 
 - ``bootstrap_group_accuracy``: percentile intervals from ``n_boot`` replicates (default 2000).
   Each replicate resamples the names of every group with replacement, *within* the group, so
-  group sizes stay as designed. With several runs of one model (training seeds) it also
-  resamples the seeds. Names and seeds are crossed (every seed scores every name), so the two are
-  drawn independently and the replicate is computed on the seed x name sub-table (Owen's
-  "pigeonhole" bootstrap); a replicate's accuracy is the mean over its seeds. The same draw of
-  seeds serves every group of a replicate, so the gap between the best and the worst group is
-  recomputed replicate by replicate (``GroupBootstrap.gap``). That gap is a range, never below 0:
-  its interval says how large it is, the permutation tests whether it is there at all.
+  group sizes stay as designed. With several runs of one model (training seeds) the seed part is
+  not resampled (2-5 seeds give [min, max]-like intervals) but added as the study's t-based part
+  (``reporting.intervals``), the same multipliers for every group of a replicate, so the gap between
+  the best and the worst group is recomputed replicate by replicate (``GroupBootstrap.gap``). That gap
+  is a range, never below 0: its interval says how large it is, the permutation tests whether it is
+  there at all.
 - ``bootstrap_spread``: the same resampling for the Table 4/5 statistics (min, mean, std, median
   of a per-name column over all names). The bootstrap of a minimum is not consistent, so no
   interval is given for ``min``.
@@ -52,6 +51,8 @@ from tqdm.auto import tqdm
 from nerbias.bias.census import PERSON, UNTAGGED
 from nerbias.errors import NerbiasError
 from nerbias.bias.names import OOV_GROUP, NameList
+from nerbias.reporting import intervals
+from nerbias.reporting.intervals import SeedNoise
 
 DEFAULT_N_BOOT = 2000
 DEFAULT_N_PERMUTATIONS = 9999
@@ -224,11 +225,9 @@ class GroupBootstrap:
             point = np.append(point, self.all_point)
             replicates = np.column_stack([replicates, self.all_replicates])
         low, high = percentile_interval(replicates, self.confidence)
-        se = replicates.std(axis=0, ddof=1)
-        single = np.asarray(names) < 2  # resampling one name always draws it: a zero width is no certainty
-        low, high, se = (np.where(single, np.nan, values) for values in (low, high, se))
         return pd.DataFrame({self.by: labels, "names": names, "seeds": self.n_seeds,
-                             "accuracy": point, "ci_low": low, "ci_high": high, "se": se})
+                             "accuracy": point, "ci_low": low, "ci_high": high,
+                             "se": replicates.std(axis=0, ddof=1)})
 
     def gap(self) -> dict:
         """Best minus worst group accuracy, its interval recomputed replicate by replicate."""
@@ -242,34 +241,39 @@ class GroupBootstrap:
 
 def bootstrap_group_accuracy(table: NameTable, by: str = "group", n_boot: int = DEFAULT_N_BOOT,
                              confidence: float = DEFAULT_CONFIDENCE, seed: int = 0) -> GroupBootstrap:
-    """Accuracy ``p_c`` of each group (mean over seeds), with names (and seeds) resampled."""
+    """Accuracy ``p_c`` of each group (mean over seeds): one run, the percentile bootstrap over names
+    within groups; several runs (training seeds), the study's two-level replicates (``reporting.intervals``)."""
     facets = table.facet(by)
     labels = table.facet_labels(by)
     rng = np.random.default_rng(seed)
-    seeds = _seed_draws(rng, table.n_seeds, n_boot)
     point = np.empty(len(labels))
     replicates = np.empty((n_boot, len(labels)))
-    sizes = []
-    pooled_recognised = np.zeros((table.n_seeds, n_boot))
-    pooled_sentences = np.zeros((table.n_seeds, n_boot))
+    sizes, drawn_all, members_all = [], [], []
+    rec, sen, seeds = table.recognised, table.sentences, tuple(range(table.n_seeds))
+    noise = SeedNoise(n_boot, seed) if table.n_seeds > 1 else None
 
-    def over_seeds(per_seed: np.ndarray) -> np.ndarray:  # (S, B) -> (B,): mean over the drawn seeds
-        return np.take_along_axis(per_seed.T, seeds, axis=1).mean(1)
+    def two_level(idx: np.ndarray, drawn: np.ndarray, names: int) -> np.ndarray:
+        per_seed = rec[:, idx].sum(1) / sen[:, idx].sum(1)
+        resampled = (rec[:, drawn].sum(-1) / sen[:, drawn].sum(-1)).mean(0)
+        centre = float(per_seed.mean())
+        return intervals.replicates(noise, intervals.Statistic(centre, seeds, per_seed,
+                                                               intervals.inflate(centre, resampled, names), names,
+                                                               (0.0, 1.0)))
 
     for g, label in enumerate(labels):
         members = np.flatnonzero(facets == label)
         sizes.append(len(members))
-        point[g] = (table.recognised[:, members].sum(1) / table.sentences[:, members].sum(1)).mean()
+        point[g] = (rec[:, members].sum(1) / sen[:, members].sum(1)).mean()
         drawn = _name_draws(rng, members, n_boot)  # (B, n)
-        # p_c of each seed on the drawn names: slots-weighted, so recognised / slots of the draw
-        recognised = table.recognised[:, drawn].sum(-1)  # (S, B)
-        sentences = table.sentences[:, drawn].sum(-1)
-        pooled_recognised += recognised
-        pooled_sentences += sentences
-        replicates[:, g] = over_seeds(recognised / sentences)
-    all_point = float((table.recognised.sum(1) / table.sentences.sum(1)).mean())
-    return GroupBootstrap(by, labels, sizes, point, replicates, table.n_seeds, confidence, all_point,
-                          over_seeds(pooled_recognised / pooled_sentences))
+        drawn_all, members_all = drawn_all + [drawn], members_all + [members]
+        if noise is None:  # p_c on the drawn names: slots-weighted, so recognised / slots of the draw
+            replicates[:, g] = rec[0, drawn].sum(-1) / sen[0, drawn].sum(-1)
+        else:
+            replicates[:, g] = two_level(members, drawn, len(members))
+    every, drawn = np.concatenate(members_all), np.concatenate(drawn_all, axis=1)
+    all_point = float((rec.sum(1) / sen.sum(1)).mean())
+    all_replicates = rec[0, drawn].sum(-1) / sen[0, drawn].sum(-1) if noise is None else two_level(every, drawn, min(sizes))
+    return GroupBootstrap(by, labels, sizes, point, replicates, table.n_seeds, confidence, all_point, all_replicates)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -322,8 +326,7 @@ def bootstrap_spread(table: NameTable, column: str = "accuracy", by: str = "grou
         point_stats, boot_stats = _spread_of(point), _spread_of(values)
         for name in SPREAD_STATISTICS:
             row[name] = float(point_stats[name])
-            no_interval = name == "min" or row["names"] < 2  # min: not consistent; one name: nothing to resample
-            low, high = (np.nan, np.nan) if no_interval else percentile_interval(boot_stats[name], confidence)
+            low, high = (np.nan, np.nan) if name == "min" else percentile_interval(boot_stats[name], confidence)
             row[f"{name}_low"], row[f"{name}_high"] = float(low), float(high)
         out.append(row)
     return pd.DataFrame(out)
@@ -578,13 +581,10 @@ def census_gap_summary(boot: pd.DataFrame, measure: str = "type1_w") -> pd.DataF
     return pd.DataFrame(rows)
 
 
-def interval_text(value: float, low: float, high: float, digits: int = 3, names: int | None = None) -> str:
-    """``0.894 [0.871, 0.912]``; a missing interval prints the value alone, and a group of one name
-    (``names`` < 2, whose names cannot be resampled) ``0.894 (1 name)``."""
+def interval_text(value: float, low: float, high: float, digits: int = 3) -> str:
+    """``0.894 [0.871, 0.912]``; a missing interval prints the value alone."""
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return "–"
-    if names is not None and names < 2:
-        return f"{value:.{digits}f} (1 name)"
     if low is None or high is None or np.isnan(low) or np.isnan(high):
         return f"{value:.{digits}f}"
     return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"

@@ -8,6 +8,7 @@ uninterrupted run with the same seed.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -22,14 +23,16 @@ from tqdm.auto import tqdm
 from nerbias.data.batching import iterate_batches
 from nerbias.data.conll import Sentence, lowercased
 from nerbias.data.conll2003 import load_conll2003
+from nerbias.data.debias_diagnostics import DIAGNOSTICS_FILE, add_trained_stage
 from nerbias.errors import CheckpointError, Interrupted, NerbiasError
-from nerbias.fileio import atomic_write_json
+from nerbias.fileio import atomic_write_json, code_version, write_csv
 from nerbias.loggers import NullLogger, model_artifact_name
 from nerbias.models.bilstm_crf import effective_model_options
-from nerbias.models.checkpoint import load_checkpoint, save_checkpoint
+from nerbias.models.checkpoint import checkpoint_word_table, load_checkpoint, save_checkpoint
+from nerbias.models.embedders import effective_embedding_options
 from nerbias.models.tagger import NerTagger, resolve_device
-from nerbias.scoring import evaluate_split, write_predictions
-from nerbias.training.augment import AUGMENT_PROBABILITIES, Augmentation
+from nerbias.scoring import calibration_table, evaluate_split, span_correctness, write_predictions
+from nerbias.training.augment import AUGMENT_PROBABILITIES, Augmentation, effective_augment_options
 from nerbias.training.build import build_tagger
 
 log = logging.getLogger(__name__)
@@ -66,10 +69,28 @@ def _run_defining(config: Mapping[str, Any], key: str) -> Any:
     section = config.get(key)
     if key == "model" and isinstance(section, Mapping):
         section = effective_model_options(section)
+    if key == "embeddings" and isinstance(section, Mapping):
+        section = effective_embedding_options(section)
     section = _without_targets(section)
-    if key == "augment" and not any((section or {}).get(p) for p in AUGMENT_PROBABILITIES):
-        return None  # switched off, or a run saved before augmentation existed: the same training
+    if key == "augment":
+        if not any((section or {}).get(p) for p in AUGMENT_PROBABILITIES):
+            return None  # switched off, or a run saved before augmentation existed: the same training
+        section = effective_augment_options(section)
     return section
+
+
+def record_trained_table(diagnostics_path: Path, checkpoint: Path) -> None:
+    """Add the ``trained`` stage to a run's de-biasing diagnostics (if it has any): the evaluation names'
+    rows of ``checkpoint``'s word table, as fine-tuning left them."""
+    if not diagnostics_path.is_file():
+        return
+    table, words = checkpoint_word_table(checkpoint)
+    written = json.loads(diagnostics_path.read_text(encoding="utf-8"))  # this run's own file, from its start
+    diagnostics = add_trained_stage(written, table.numpy(), words, source=checkpoint.name)
+    atomic_write_json(diagnostics_path, diagnostics)
+    trained = diagnostics["stages"]["trained"]
+    log.info("evaluation names in the trained table: bias-subspace projection %s; linear classifier %s",
+             trained["mean_abs_projection"], {t: c["accuracy"] for t, c in trained["classifier"].items()})
 
 
 def check_same_run(saved: Mapping[str, Any], current: Mapping[str, Any], path: Path) -> None:
@@ -136,14 +157,18 @@ class Trainer:
 
     ``coverage_names`` (name -> group) are evaluation names whose coverage by the pretrained
     vocabulary is reported at the start (``embedding_coverage.json``); the caller supplies them,
-    so training knows nothing of name lists. ``augmentation`` (``nerbias.training.augment``) changes
-    each epoch's training sentences; the caller builds it, with its name pool, from ``augment``.
+    so training knows nothing of name lists. When the vectors are normalised or de-biased, the
+    names' diagnostics (``debias_diagnostics.json``; the classifier predicts ``name_labels``: target ->
+    name -> label) are written at the start and completed from the best checkpoint's word table at the
+    end. ``augmentation`` (``nerbias.training.augment``) changes each epoch's training sentences; the
+    caller builds it, with its name pool, from ``augment``.
     """
 
     def __init__(self, cfg: DictConfig, output_dir: str | Path, coverage_names: Mapping[str, str] | None = None,
-                 augmentation: Augmentation | None = None):
+                 augmentation: Augmentation | None = None, name_labels: Mapping[str, Mapping[str, str]] | None = None):
         self.cfg = cfg
         self.coverage_names = coverage_names
+        self.name_labels = name_labels
         self.augmentation = augmentation or Augmentation()
         self.tcfg = cfg.trainer
         self.output_dir = Path(output_dir)
@@ -182,8 +207,12 @@ class Trainer:
             check_same_run(payload.get("config") or {}, OmegaConf.to_container(cfg, resolve=True), resume_from)
             tagger = NerTagger.from_state(payload, source=str(resume_from)).to(self.device)
         else:
-            tagger, names = build_tagger(cfg, data["train"], self.coverage_names)
+            tagger, names = build_tagger(cfg, data["train"], self.coverage_names, self.name_labels)
             tagger.to(self.device)
+            diagnostics = names.pop("debias", None) if names is not None else None
+            (self.output_dir / DIAGNOSTICS_FILE).unlink(missing_ok=True)  # none left from an earlier attempt
+            if diagnostics is not None:
+                atomic_write_json(self.output_dir / DIAGNOSTICS_FILE, diagnostics)
             if names is not None:
                 atomic_write_json(self.output_dir / "embedding_coverage.json", names)
                 logger.summary({"embedding_names_found": names["found"], "embedding_names_missing": names["missing"]})
@@ -222,7 +251,7 @@ class Trainer:
                 for batch in tqdm(batches, total=total, desc=f"epoch {epoch + 1}", leave=False):
                     batch = batch.to(self.device)
                     optimizer.zero_grad(set_to_none=True)
-                    loss = model.loss(batch.words, batch.chars, batch.mask, batch.tags)
+                    loss = model.loss(batch.words, batch.chars, batch.mask, batch.tags, batch.noise)
                     if not torch.isfinite(loss):  # a dead model must not end looking trained
                         raise NerbiasError(f"epoch {epoch + 1}, batch {n_batches + 1}: the training loss is "
                                            f"{loss.item()} (not finite); the run stops here (last good state: "
@@ -309,6 +338,7 @@ class Trainer:
         if not best_path.is_file():
             raise NerbiasError(f"{best_path}: no best checkpoint (did training run any epoch?)")
         tagger = NerTagger.load(best_path, device=str(self.device))
+        record_trained_table(self.output_dir / DIAGNOSTICS_FILE, best_path)
         batch_size = self.tcfg.eval_batch_size
         dev_scores, _ = evaluate_split(tagger, data["dev"], batch_size, "dev (best)")
         test_scores, test_predictions = evaluate_split(tagger, data["test"], batch_size, "test (best)",
@@ -318,9 +348,12 @@ class Trainer:
         metrics = {f"dev_{k}": v for k, v in dev_scores.items()}
         metrics.update({f"test_{k}": v for k, v in test_scores.items()})
         metrics.update({f"test_lower_{k}": v for k, v in lower_scores.items()})
+        table, metrics["test_span_ece"] = calibration_table(*span_correctness(data["test"], test_predictions))
+        write_csv(self.output_dir / "test_calibration.csv", table)
         metrics["epochs"] = len(history)
         metrics["best_epoch"] = max(range(len(history)), key=lambda i: history[i]["dev_f1"]) + 1 if history else 0
-        atomic_write_json(self.output_dir / "metrics.json", {"metrics": metrics, "history": history})
+        atomic_write_json(self.output_dir / "metrics.json", {"metrics": metrics, "history": history,
+                                                             "code": code_version()})
         logger.summary(metrics)
         logger.artifact(model_artifact_name(self.cfg.get("run_name")), "model", best_path)
         log.info("test F1 %.4f (lower-cased %.4f, dev %.4f); metrics in %s", metrics["test_f1"],
