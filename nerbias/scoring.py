@@ -87,18 +87,16 @@ def calibration_table(confidences: np.ndarray, correct: np.ndarray,
 def write_predictions(output_dir: Path, name: str, sentences: Sequence[Sentence],
                       predictions: Sequence[Prediction]) -> None:
     """``<name>.conll`` (token, gold, predicted; IOB1 like the source, conlleval-ready) and
-    ``<name>_spans.tsv`` (every predicted entity with its exact confidence and whether it is a gold entity)."""
+    ``<name>_spans.tsv`` (every predicted entity with its exact confidence)."""
     rows = []
-    span_lines = ["sentence\tstart\tend\tlabel\tconfidence\ttext\tcorrect"]
+    span_lines = ["sentence\tstart\tend\tlabel\tconfidence\ttext"]
     for number, (sentence, prediction) in enumerate(zip(sentences, predictions)):
         gold = bioes_to_iob1(bioes_tags(sentence))
         predicted = bioes_to_iob1(prediction.tags)
         rows.append([[token, g, p] for token, g, p in zip(sentence.tokens, gold, predicted)])
-        entities = {(span.start, span.end, span.label) for span in sentence.spans}
         for span, confidence in zip(prediction.spans, prediction.confidences):
             text = " ".join(sentence.tokens[span.start:span.end])
-            correct = int((span.start, span.end, span.label) in entities)
-            span_lines.append(f"{number}\t{span.start}\t{span.end}\t{span.label}\t{confidence:.6f}\t{text}\t{correct}")
+            span_lines.append(f"{number}\t{span.start}\t{span.end}\t{span.label}\t{confidence:.6f}\t{text}")
     write_conll(output_dir / f"{name}.conll", rows)
     atomic_write_text(output_dir / f"{name}_spans.tsv", "\n".join(span_lines) + "\n")
 

@@ -239,8 +239,8 @@ def bias_corrected(value: float, reps: np.ndarray) -> float:
 def gap_interval(points: np.ndarray, group_replicates: np.ndarray, covers: str, confidence: float,
                  base: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[Interval, float, np.ndarray]:
     """The best - worst gap of ``points`` (groups,) from joint replicates (B, groups), bias-corrected
-    (``2 gap - mean(gap*)``), with the percentile interval of the replicates; with ``base`` = (points, replicates) of the baseline: the same for
-    the difference of the two gaps. Returns the interval, the uncorrected figure and its replicates."""
+    (``2 gap - mean(gap*)``), with the percentile interval of the replicates; with ``base`` = (points,
+    replicates) of the baseline: the same for the difference of the two gaps. Returns the interval, the uncorrected figure and its replicates."""
     raw, reps = float(gap_of(points)), gap_of(group_replicates)
     if base is not None:
         raw, reps = raw - float(gap_of(base[0])), reps - gap_of(base[1])
@@ -287,6 +287,6 @@ def t_interval(values: Sequence[float], confidence: float) -> tuple[float, float
     return float(values.mean() - half), float(values.mean() + half)
 
 
-__all__ = ["BASIC", "COVERS_BOTH", "gap_interval", "COVERS_NAMES", "COVERS_SEEDS", "Interval", "ONE_SEED", "PERCENTILE", "SeedNoise",
-           "Statistic", "bias_corrected", "difference_covers", "difference_replicates", "gap_of", "group_accuracies",
-           "inflate", "noise_floor", "replicates", "small_sample_factor", "t_interval", "welch_df"]
+__all__ = ["BASIC", "COVERS_BOTH", "COVERS_NAMES", "COVERS_SEEDS", "Interval", "ONE_SEED", "PERCENTILE", "SeedNoise",
+           "Statistic", "bias_corrected", "difference_covers", "difference_replicates", "gap_interval", "gap_of",
+           "group_accuracies", "inflate", "noise_floor", "replicates", "small_sample_factor", "t_interval", "welch_df"]

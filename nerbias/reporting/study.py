@@ -399,7 +399,8 @@ def _cell(row: dict, value: str, digits: int) -> str:
     if covers == ONE_SEED or low is None or (isinstance(low, float) and math.isnan(low)):
         text = f"{number:.{digits}f} (1 seed)"
     else:
-        text = f"{number:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]" + (" (names)" if covers == COVERS_NAMES else "")
+        text = f"{number:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+        text += " (names)" if covers == COVERS_NAMES else ""
     if value == "value" and row.get("metric") == GAP and "floor_p95" in row:
         text += f"; floor {row['floor_mean']:.{digits}f} / {row['floor_p95']:.{digits}f}"
         text += " **below floor**" if row.get("below_floor") else ""
@@ -408,7 +409,8 @@ def _cell(row: dict, value: str, digits: int) -> str:
     return text
 
 
-SUMMARY_COLUMNS = {"test_f1": "CoNLL F1", "test_lower_f1": "CoNLL F1 lower-cased", "test_span_ece": "CoNLL span ECE", "ALL": "ALL", "OOV": "OOV",
+SUMMARY_COLUMNS = {"test_f1": "CoNLL F1", "test_lower_f1": "CoNLL F1 lower-cased", "test_span_ece": "CoNLL span ECE",
+                   "ALL": "ALL", "OOV": "OOV",
                    GAP: "best - worst group (bias-corrected)", "female_male_gap": "female - male",
                    "median_confidence_std": "std of median confidence",
                    "female_type1_w": "female type-1 (w)", "male_type1_w": "male type-1 (w)",
@@ -515,7 +517,8 @@ def claims_section(family: pd.DataFrame, alpha: float) -> list[str]:
     shown["verdict"] = np.where(shown["holds"], "holds", "does not hold")
     shown["metric"] = shown["metric"].map(lambda m: SUMMARY_COLUMNS.get(m, m))
     return ["## Claims", "",
-            f"The family: each condition's difference from the baseline in {', '.join(sorted({m for v in HEADLINE.values() for m in v}))} "
+            "The family: each condition's difference from the baseline in "
+            f"{', '.join(sorted({m for v in HEADLINE.values() for m in v}))} "
             f"on the cased corpora ({len(family)} comparisons). Two-sided p-values invert the intervals above; "
             f"Holm's step-down adjustment keeps the family-wise error at {alpha:g}. Only the rows marked "
             "*holds* are claims.", "",
@@ -546,7 +549,8 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
              f"({n_boot} replicates; census {census_boot}; names drawn within groups, one draw for every condition) "
              "plus a t-based seed part (paired on seed numbers), so an interval covers names and seeds; with one "
              "seed it covers the names only, marked (names), and a figure that varies only with the seed has none "
-             "(1 seed). The best - worst gap is bias-corrected (2 x gap - bootstrap mean; percentile interval of the replicates) and shown "
+             "(1 seed). The best - worst gap is bias-corrected (2 x gap - bootstrap mean; percentile interval of "
+             "the replicates) and shown "
              f"with its noise floor (mean / 95th percentile of the gap with names permuted across groups, "
              f"{floor_permutations} permutations); a gap below the floor's 95th percentile is no evidence of a "
              "group effect.", ""]

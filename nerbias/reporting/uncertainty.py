@@ -272,7 +272,8 @@ def bootstrap_group_accuracy(table: NameTable, by: str = "group", n_boot: int = 
             replicates[:, g] = two_level(members, drawn, len(members))
     every, drawn = np.concatenate(members_all), np.concatenate(drawn_all, axis=1)
     all_point = float((rec.sum(1) / sen.sum(1)).mean())
-    all_replicates = rec[0, drawn].sum(-1) / sen[0, drawn].sum(-1) if noise is None else two_level(every, drawn, min(sizes))
+    all_replicates = (rec[0, drawn].sum(-1) / sen[0, drawn].sum(-1) if noise is None
+                      else two_level(every, drawn, min(sizes)))
     return GroupBootstrap(by, labels, sizes, point, replicates, table.n_seeds, confidence, all_point, all_replicates)
 
 

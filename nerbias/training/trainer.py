@@ -348,8 +348,10 @@ class Trainer:
         metrics = {f"dev_{k}": v for k, v in dev_scores.items()}
         metrics.update({f"test_{k}": v for k, v in test_scores.items()})
         metrics.update({f"test_lower_{k}": v for k, v in lower_scores.items()})
-        table, metrics["test_span_ece"] = calibration_table(*span_correctness(data["test"], test_predictions))
+        table, ece = calibration_table(*span_correctness(data["test"], test_predictions))
         write_csv(self.output_dir / "test_calibration.csv", table)
+        if len(table):  # no predicted entity: nothing to calibrate, and no NaN in the metrics
+            metrics["test_span_ece"] = ece
         metrics["epochs"] = len(history)
         metrics["best_epoch"] = max(range(len(history)), key=lambda i: history[i]["dev_f1"]) + 1 if history else 0
         atomic_write_json(self.output_dir / "metrics.json", {"metrics": metrics, "history": history,
