@@ -225,7 +225,7 @@ def test_the_gazetteer_knows_places_that_are_also_first_names():
 
 def write_ssa(folder, names):
     folder.mkdir(parents=True)
-    text = "".join(f"{name},F,5\n" for name in names)
+    text = "".join(f"{name},F,5\n" for name in names) + f"{names[-1]},M,5\n"  # every SSA year has both sexes
     for year in range(1880, 2019):
         (folder / f"yob{year}.txt").write_text(text)
 
