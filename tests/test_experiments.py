@@ -53,8 +53,11 @@ def test_experiment_runs_in_smoke_size(experiment, tmp_path):
         # The corpora are the corpus group's own configs, composed into bias_eval.corpora.
         overrides += [f"bias_eval.corpora.{name}.names={tmp_path / 'names.csv'}"
                       for name in probe.bias_eval.corpora if name != "census"]
-        overrides += ["bias_eval.corpora.winogender.sample=24", "bias_eval.corpora.insitu.verify_sizes=false",
-                      "bias_eval.corpora.winogender.expected_templates=null"]
+        for name in probe.bias_eval.corpora:  # the name corpora: winogender, insitu (and their OOV-set twins)
+            if name.startswith("winogender"):
+                overrides += [f"bias_eval.corpora.{name}.sample=24", f"bias_eval.corpora.{name}.expected_templates=null"]
+            elif name.startswith("insitu"):
+                overrides += [f"bias_eval.corpora.{name}.verify_sizes=false"]
     if probe.get("bias_eval") and "census" in probe.bias_eval.corpora:
         (data_dir / "ssa_names").mkdir()
         for year in (2017, 2018):
