@@ -1,0 +1,185 @@
+"""How sure are the census figures (Mehrabi et al.)? Per-year bootstrap intervals and permutation tests.
+
+``bootstrap_census`` resamples the names of each (template, year, sex) with replacement. The
+rates depend on a name only through its count and its outcome (PERSON / other type / untagged),
+so names are pooled into classes of equal (count, outcome) and a replicate is one multinomial
+draw of class multiplicities: exactly the name bootstrap, at the cost of a few hundred classes
+per year instead of tens of thousands of names. The B replicates of a cell are one weight
+matrix (B x classes) and the six rates of all of them one product with the classes' error
+indicators (``_class_matrix``). Female and male names are drawn independently and the
+female - male gap is taken replicate by replicate. ``permutation_census`` shuffles the sex labels
+among a year's names (a multivariate hypergeometric draw over the same classes). Years are
+treated one at a time: a name recurs across years, so no across-year interval is made from these
+per-year draws.
+
+Both take ``census.CensusOutcomes`` (the arrays the evaluation counts with; ``runs.census_outcomes``
+rebuilds them for a run) or census_errors' input frame. The random draws are the same, call for
+call, as those of the frame-based implementation before it (templates, then years, then F and M,
+one ``multinomial`` per cell), so a seed gives the same intervals.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from nerbias.bias.census import ERROR_COLUMNS, OTHER_KIND, PERSON_KIND, UNTAGGED_KIND, CensusOutcomes
+from nerbias.errors import NerbiasError
+from nerbias.reporting.uncertainty import DEFAULT_CONFIDENCE, holm, percentile_interval
+
+CENSUS_N_BOOT = 1000
+CENSUS_N_PERMUTATIONS = 999
+CENSUS_MEASURES = ("type1_w", "type2_w", "type3_w", "type1_u", "type2_u", "type3_u")
+_MEASURE_COLUMN = [ERROR_COLUMNS.index(measure) for measure in CENSUS_MEASURES]
+SEX_LABELS = ("F", "M")
+
+
+def _outcomes(data: CensusOutcomes | pd.DataFrame) -> CensusOutcomes:
+    return data if isinstance(data, CensusOutcomes) else CensusOutcomes.from_frame(data)
+
+
+def _cells(outcomes: CensusOutcomes, years: Sequence[int] | None) -> Iterator[tuple[int, int, list[np.ndarray | None]]]:
+    """(template position, year, [rows of F, rows of M] (None when empty)) for the chosen years that
+    have names, templates outermost, then years ascending."""
+    table = outcomes.table
+    cell, cell_year, _ = table.cells()
+    order = np.argsort(cell, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(cell, minlength=len(cell_year)))])
+    chosen = set(int(y) for y in years) if years is not None else None
+    by_year = []
+    for index, year in enumerate(table.years):
+        if chosen is not None and year not in chosen:
+            continue
+        rows = [order[bounds[2 * index + sex]:bounds[2 * index + sex + 1]] for sex in (0, 1)]
+        if any(len(part) for part in rows):
+            by_year.append((year, [part if len(part) else None for part in rows]))
+    for position in range(len(outcomes.templates)):
+        for year, rows in by_year:
+            yield position, year, rows
+
+
+def _classes(count: np.ndarray, kind: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Names pooled by (count, outcome kind), sorted by count then kind: (count, kind, size) per class."""
+    key, size = np.unique(count.astype(np.int64) * 3 + kind, return_counts=True)
+    return key // 3, (key % 3).astype(np.int8), size
+
+
+def _class_matrix(count: np.ndarray, kind: np.ndarray) -> np.ndarray:
+    """(classes, 8): weighted type 1-3 indicators, the weight, unweighted type 1-3 indicators, 1. A
+    multiplicity matrix times it gives the sums behind the six rates (``_rates``)."""
+    flags = np.stack([kind != PERSON_KIND, kind == OTHER_KIND, kind == UNTAGGED_KIND], axis=1).astype(np.float64)
+    weight = count.astype(np.float64)[:, None]
+    return np.hstack([flags * weight, weight, flags, np.ones_like(weight)])
+
+
+def _rates(sums: np.ndarray) -> np.ndarray:
+    """(..., 8) sums -> (..., 6) rates in ERROR_COLUMNS order."""
+    weighted = sums[..., 0:3] / sums[..., 3:4]
+    unweighted = sums[..., 4:7] / sums[..., 7:8]
+    return np.stack([weighted, unweighted], axis=-1).reshape(*sums.shape[:-1], 6)
+
+
+def bootstrap_census(data: CensusOutcomes | pd.DataFrame, n_boot: int = CENSUS_N_BOOT,
+                     confidence: float = DEFAULT_CONFIDENCE, seed: int = 0,
+                     years: Sequence[int] | None = None) -> pd.DataFrame:
+    """Per template, year and error measure: female and male rates and the female - male gap,
+    each with a percentile interval from resampling that year's names of each sex.
+
+    Columns: template, year, measure, F, F_low, F_high, M, M_low, M_high, gap, gap_low, gap_high.
+    """
+    outcomes = _outcomes(data)
+    rng = np.random.default_rng(seed)
+    count = outcomes.table.count
+    cells = list(_cells(outcomes, years))
+    columns = ["template", "year", "measure", "F", "F_low", "F_high", "M", "M_low", "M_high", "gap", "gap_low",
+               "gap_high"]
+    if not cells:
+        return pd.DataFrame(columns=columns)
+    point = np.full((len(cells), 2, len(CENSUS_MEASURES)), np.nan)  # (cell, sex, measure)
+    boot = np.full((n_boot, len(cells), 2, len(CENSUS_MEASURES)), np.nan)  # the same, per replicate
+    for index, (position, year, rows) in enumerate(tqdm(cells, desc=f"census bootstrap (B={n_boot})",
+                                                        unit="year", leave=False)):
+        for sex, part in enumerate(rows):
+            if part is None:
+                continue
+            class_count, class_kind, size = _classes(count[part], outcomes.kind[position, part])
+            matrix = _class_matrix(class_count, class_kind)
+            n = int(size.sum())
+            draws = rng.multinomial(n, size / n, size=n_boot).astype(np.float64)
+            point[index, sex] = _rates(size.astype(np.float64) @ matrix)[_MEASURE_COLUMN]
+            boot[:, index, sex] = _rates(draws @ matrix)[:, _MEASURE_COLUMN]
+    keys = [(outcomes.templates[position], year) for position, year, _ in cells]
+    low, high = percentile_interval(boot, confidence)
+    gap_low, gap_high = percentile_interval(boot[:, :, 0] - boot[:, :, 1], confidence)
+    n_measures = len(CENSUS_MEASURES)
+    frame = pd.DataFrame({"template": np.repeat([k[0] for k in keys], n_measures).astype(np.int64),
+                          "year": np.repeat([k[1] for k in keys], n_measures).astype(np.int64),
+                          "measure": np.tile(np.asarray(CENSUS_MEASURES, dtype=object), len(keys))})
+    for sex, label in enumerate(SEX_LABELS):
+        frame[label] = point[:, sex].ravel()
+        frame[f"{label}_low"] = low[:, sex].ravel()
+        frame[f"{label}_high"] = high[:, sex].ravel()
+    frame["gap"] = (point[:, 0] - point[:, 1]).ravel()
+    frame["gap_low"], frame["gap_high"] = gap_low.ravel(), gap_high.ravel()
+    return frame[columns]
+
+
+def permutation_census(data: CensusOutcomes | pd.DataFrame, measure: str = "type1_w",
+                       n_resamples: int = CENSUS_N_PERMUTATIONS, seed: int = 0,
+                       years: Sequence[int] | None = None) -> pd.DataFrame:
+    """Per template and year: two-sided permutation p-value of the female - male gap of ``measure``
+    (sex labels shuffled among the year's names), and Holm over the years of each template.
+
+    p = (1 + #{|T*| >= |T|}) / (1 + n_resamples), the usual Monte-Carlo p-value.
+    """
+    if measure not in CENSUS_MEASURES:
+        raise NerbiasError(f"measure must be one of {CENSUS_MEASURES}")
+    outcomes = _outcomes(data)
+    column = ERROR_COLUMNS.index(measure)
+    rng = np.random.default_rng(seed)
+    count = outcomes.table.count
+    rows_out = []
+    for position, year, rows in _cells(outcomes, years):
+        if any(part is None for part in rows):
+            continue
+        both = np.concatenate(rows)
+        class_count, class_kind, _ = _classes(count[both], outcomes.kind[position, both])
+        key = class_count * 3 + class_kind
+        female, male = (np.bincount(np.searchsorted(key, count[part].astype(np.int64) * 3
+                                                    + outcomes.kind[position, part]), minlength=len(key))
+                        for part in rows)
+        matrix = _class_matrix(class_count, class_kind)
+        observed = _rates(female.astype(np.float64) @ matrix)[column] - _rates(male.astype(np.float64) @ matrix)[column]
+        pooled = female + male
+        drawn = rng.multivariate_hypergeometric(pooled, int(female.sum()), size=n_resamples, method="marginals")
+        shuffled = (_rates(drawn.astype(np.float64) @ matrix)[:, column]
+                    - _rates((pooled - drawn).astype(np.float64) @ matrix)[:, column])
+        extreme = np.sum(np.abs(shuffled) >= abs(observed) - 1e-12)
+        rows_out.append({"template": int(outcomes.templates[position]), "year": int(year), "measure": measure,
+                         "gap": float(observed), "p_value": float((1 + extreme) / (1 + n_resamples))})
+    result = pd.DataFrame(rows_out, columns=["template", "year", "measure", "gap", "p_value"])
+    result["p_holm"] = np.nan
+    for _, index in result.groupby("template").groups.items():
+        result.loc[index, "p_holm"] = holm(result.loc[index, "p_value"])
+    return result
+
+
+def census_gap_summary(boot: pd.DataFrame, measure: str = "type1_w") -> pd.DataFrame:
+    """Per template: years counted, years whose interval of the female - male gap lies above 0
+    (female names worse), below 0 (male names worse), and the largest gaps."""
+    rows = []
+    for template, part in boot[boot["measure"] == measure].groupby("template"):
+        part = part.dropna(subset=["gap"])
+        rows.append({"template": int(template), "measure": measure, "years": len(part),
+                     "years_female_worse": int((part["gap_low"] > 0).sum()),
+                     "years_male_worse": int((part["gap_high"] < 0).sum()),
+                     "years_inconclusive": int(((part["gap_low"] <= 0) & (part["gap_high"] >= 0)).sum()),
+                     "median_gap": float(part["gap"].median()) if len(part) else np.nan})
+    return pd.DataFrame(rows)
+
+
+__all__ = ["CENSUS_MEASURES", "CENSUS_N_BOOT", "CENSUS_N_PERMUTATIONS", "bootstrap_census", "census_gap_summary",
+           "permutation_census"]
