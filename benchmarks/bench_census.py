@@ -29,11 +29,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Runs a project script with every tagger's ``tag`` timed; the total goes to a JSON file at exit.
+# Runs a project script with every tagger's ``tag`` timed; the total goes to a JSON file at exit. Started
+# with ``python -c`` in the checkout, whose folder therefore comes first on the import path.
 LAUNCHER = r"""
 import atexit, json, runpy, sys, time
-repo, out, script = sys.argv[1:4]
-sys.path.insert(0, repo)
+out, script = sys.argv[1:3]
 spent = [0.0]
 try:
     import nerbias.bias.taggers as taggers
@@ -48,7 +48,7 @@ try:
 except ImportError:
     pass
 atexit.register(lambda: open(out, "w").write(json.dumps({"tag_seconds": spent[0]})))
-sys.argv = [script] + sys.argv[4:]
+sys.argv = [script] + sys.argv[3:]
 runpy.run_path(script, run_name="__main__")
 """
 
@@ -60,7 +60,7 @@ def measure(repo: Path, script: str, arguments: list[str], log: Path, time_tagge
         timing = Path(tmp) / "timing.json"
         command = [sys.executable, str(repo / script), *arguments]
         if time_tagger:
-            command = [sys.executable, "-c", LAUNCHER, str(repo), str(timing), *command[1:]]
+            command = [sys.executable, "-c", LAUNCHER, str(timing), *command[1:]]
         started = time.perf_counter()
         with open(log, "w") as handle:
             child = subprocess.Popen(command, cwd=repo, stdout=handle, stderr=subprocess.STDOUT)
