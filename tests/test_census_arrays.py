@@ -22,7 +22,7 @@ from nerbias.bias import census, published
 from nerbias.bias.runner import evaluate_census
 from nerbias.bias.types import SlotOutcome
 from nerbias.loggers import NullLogger
-from nerbias.reporting.census_uncertainty import bootstrap_census, permutation_census
+from nerbias.reporting.census_uncertainty import bootstrap_census, cell_replicates, permutation_census
 from nerbias.reporting.uncertainty import holm, percentile_interval
 
 # ------------------------------------------------------------------------ the reference (as it was)
@@ -279,14 +279,74 @@ def test_outcomes_count_the_errors_of_census_errors(labelled_frame):
     pd.testing.assert_frame_equal(census.census_errors(labelled_frame), expected)
 
 
-@pytest.mark.parametrize("years", [None, [1991, 1993]])
-def test_bootstrap_gives_the_same_intervals_for_the_same_seed(labelled_frame, years):
-    expected = old_bootstrap(labelled_frame, n_boot=300, seed=7, years=years)
-    got = bootstrap_census(census.CensusOutcomes.from_frame(labelled_frame), n_boot=300, seed=7, years=years)
-    assert got["M"].isna().any() and got["F"].notna().all()  # 1993 has no male names (None: every year)
-    pd.testing.assert_frame_equal(got, expected, check_exact=True)
-    other = bootstrap_census(labelled_frame, n_boot=300, seed=8, years=years)
-    assert not np.allclose(other["F_low"], got["F_low"], equal_nan=True)  # the seed matters
+def brute_force_replicates(count, kind, rng, n_boot):
+    """cell_replicates by hand: classes of equal (count, kinds) in tuple order, one multinomial draw of
+    their multiplicities per replicate, every rate summed name class by name class."""
+    classes = Counter(zip(count.tolist(), *kind.tolist()))
+    keys = sorted(classes)
+    size = np.array([classes[k] for k in keys])
+    draws = rng.multinomial(int(size.sum()), size / size.sum(), size=n_boot)
+
+    def rates(multiplicity):
+        out = np.zeros((kind.shape[0], 6))
+        for t in range(kind.shape[0]):
+            total_w = sum(m * k[0] for m, k in zip(multiplicity, keys))
+            for column, wrong in enumerate(((1, 2), (1,), (2,))):
+                out[t, 2 * column] = sum(m * k[0] for m, k in zip(multiplicity, keys) if k[1 + t] in wrong) / total_w
+                out[t, 2 * column + 1] = sum(m for m, k in zip(multiplicity, keys) if k[1 + t] in wrong) / sum(
+                    multiplicity)
+        return out
+
+    return rates(size), np.stack([rates(row) for row in draws])
+
+
+def test_cell_replicates_match_a_brute_force_name_bootstrap():
+    rng = np.random.default_rng(5)
+    count = rng.integers(5, 12, size=40)
+    kind = rng.choice(3, size=(3, 40), p=[0.6, 0.2, 0.2]).astype(np.int8)
+    point, boot = cell_replicates(count, kind, np.random.default_rng(9), 50)
+    expected_point, expected_boot = brute_force_replicates(count, kind, np.random.default_rng(9), 50)
+    np.testing.assert_allclose(point, expected_point, rtol=1e-12)
+    np.testing.assert_allclose(boot, expected_boot, rtol=1e-12)
+    assert boot.std(axis=0).min() > 0
+
+
+def large_frame(n: int = 300) -> pd.DataFrame:
+    """Two templates over two years of ``n`` names per sex (1991 without male names): quantiles of
+    rates are fine enough to compare two bootstraps."""
+    rng = np.random.default_rng(11)
+    rows = []
+    for year in (1990, 1991):
+        for sex in ("F", "M") if year == 1990 else ("F",):
+            count = rng.integers(5, 200, size=n)
+            for template, p in ((1, (0.6, 0.3, 0.1)), (4, (0.8, 0.1, 0.1))):
+                labels = rng.choice(["PERSON", "LOC", ""], size=n, p=p)
+                rows += [(year, sex, f"N{i}", int(c), template, l) for i, (c, l) in enumerate(zip(count, labels))]
+    return pd.DataFrame(rows, columns=["year", "sex", "name", "count", "template", "label"])
+
+
+@pytest.mark.parametrize("years", [None, [1991]])
+def test_bootstrap_points_are_the_errors_and_intervals_those_of_the_per_template_bootstrap(years):
+    frame = large_frame()
+    got = bootstrap_census(census.CensusOutcomes.from_frame(frame), n_boot=4000, seed=7, years=years)
+    before = old_bootstrap(frame, n_boot=4000, seed=7, years=years)  # one draw per template, as before
+    assert got["M"].isna().any() and got["F"].notna().all()  # 1991 has no male names
+    key = ["template", "year", "measure"]
+    pd.testing.assert_frame_equal(got[key], before[key])
+    for column in ("F", "M", "gap"):  # the same point values, to the last bit
+        np.testing.assert_array_equal(got[column], before[column])
+    for column in ("F_low", "F_high", "M_low", "M_high", "gap_low", "gap_high"):  # the same name bootstrap
+        np.testing.assert_allclose(got[column], before[column], atol=0.01, equal_nan=True)
+    assert not np.allclose(got["F_low"], before["F_low"], atol=1e-9, equal_nan=True)  # other draws: not a copy
+
+
+def test_bootstrap_draws_the_same_names_for_every_template(labelled_frame):
+    twin = labelled_frame[labelled_frame["template"] == 4].assign(template=5)
+    boot = bootstrap_census(pd.concat([labelled_frame, twin], ignore_index=True), n_boot=200, seed=1)
+    four, five = (boot[boot["template"] == t].reset_index(drop=True).drop(columns="template") for t in (4, 5))
+    pd.testing.assert_frame_equal(four, five)  # identical labels, identical replicates
+    one = boot[boot["template"] == 1].reset_index(drop=True).drop(columns="template")
+    assert not np.allclose(one["F_low"], four["F_low"])
 
 
 def test_permutation_test_gives_the_same_p_values_for_the_same_seed(labelled_frame):

@@ -1,26 +1,33 @@
 """How sure are the census figures (Mehrabi et al.)? Per-year bootstrap intervals and permutation tests.
 
-``bootstrap_census`` resamples the names of each (template, year, sex) with replacement. The
-rates depend on a name only through its count and its outcome (PERSON / other type / untagged),
-so names are pooled into classes of equal (count, outcome) and a replicate is one multinomial
-draw of class multiplicities: exactly the name bootstrap, at the cost of a few hundred classes
-per year instead of tens of thousands of names. The B replicates of a cell are one weight
-matrix (B x classes) and the six rates of all of them one product with the classes' error
-indicators (``_class_matrix``). Female and male names are drawn independently and the
-female - male gap is taken replicate by replicate. ``permutation_census`` shuffles the sex labels
-among a year's names (a multivariate hypergeometric draw over the same classes). Years are
-treated one at a time: a name recurs across years, so no across-year interval is made from these
-per-year draws.
+``bootstrap_census`` resamples the names of each (year, sex) with replacement, the same resampled
+names for every template (the templates score the same names: a paired design). The rates
+depend on a name only through its count and its outcome in each template (PERSON / other type /
+untagged), so names are pooled into classes of equal (count, outcomes) and a replicate is one
+multinomial draw of class multiplicities: exactly the name bootstrap, at the cost of the classes
+instead of the names. The B replicates of a (year, sex) are one weight matrix (B x classes), and
+the six rates of every template in all of them come from one product with the classes' error
+indicators (``cell_replicates``). Female and male names are drawn independently and the
+female - male gap is taken replicate by replicate. Years are treated one at a time: a name
+recurs across years, so no across-year interval is made from these per-year draws.
+
+Resampling scheme: until issue 24 each (template, year, sex) was drawn on its own (nine draws
+per (year, sex) with nine templates). Each template's interval is the same name bootstrap either
+way; sharing one draw per (year, sex) takes a ninth of the random draws, which were the report's
+cost, and makes the templates' replicates comparable. The same seed therefore gives other
+intervals than before, within Monte Carlo error (tests/test_census_arrays.py compares both).
+
+``permutation_census`` (opt-in) shuffles the sex labels among a year's names, per template (a
+multivariate hypergeometric draw over (count, outcome) classes), as before: same seed, same
+p-values.
 
 Both take ``census.CensusOutcomes`` (the arrays the evaluation counts with; ``runs.census_outcomes``
-rebuilds them for a run) or census_errors' input frame. The random draws are the same, call for
-call, as those of the frame-based implementation before it (templates, then years, then F and M,
-one ``multinomial`` per cell), so a seed gives the same intervals.
+rebuilds them for a run) or census_errors' input frame.
 """
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -39,26 +46,6 @@ SEX_LABELS = ("F", "M")
 
 def _outcomes(data: CensusOutcomes | pd.DataFrame) -> CensusOutcomes:
     return data if isinstance(data, CensusOutcomes) else CensusOutcomes.from_frame(data)
-
-
-def _cells(outcomes: CensusOutcomes, years: Sequence[int] | None) -> Iterator[tuple[int, int, list[np.ndarray | None]]]:
-    """(template position, year, [rows of F, rows of M] (None when empty)) for the chosen years that
-    have names, templates outermost, then years ascending."""
-    table = outcomes.table
-    cell, cell_year, _ = table.cells()
-    order = np.argsort(cell, kind="stable")
-    bounds = np.concatenate([[0], np.cumsum(np.bincount(cell, minlength=len(cell_year)))])
-    chosen = set(int(y) for y in years) if years is not None else None
-    by_year = []
-    for index, year in enumerate(table.years):
-        if chosen is not None and year not in chosen:
-            continue
-        rows = [order[bounds[2 * index + sex]:bounds[2 * index + sex + 1]] for sex in (0, 1)]
-        if any(len(part) for part in rows):
-            by_year.append((year, [part if len(part) else None for part in rows]))
-    for position in range(len(outcomes.templates)):
-        for year, rows in by_year:
-            yield position, year, rows
 
 
 def _classes(count: np.ndarray, kind: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -82,48 +69,101 @@ def _rates(sums: np.ndarray) -> np.ndarray:
     return np.stack([weighted, unweighted], axis=-1).reshape(*sums.shape[:-1], 6)
 
 
+def _year_cells(outcomes: CensusOutcomes, years: Sequence[int] | None
+                ) -> list[tuple[int, list[np.ndarray | None]]]:
+    """(year, [rows of F, rows of M] (None when empty)) for the chosen years that have names."""
+    table = outcomes.table
+    cell, cell_year, _ = table.cells()
+    order = np.argsort(cell, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(cell, minlength=len(cell_year)))])
+    chosen = set(int(y) for y in years) if years is not None else None
+    out = []
+    for index, year in enumerate(table.years):
+        if chosen is not None and year not in chosen:
+            continue
+        rows = [order[bounds[2 * index + sex]:bounds[2 * index + sex + 1]] for sex in (0, 1)]
+        if any(len(part) for part in rows):
+            out.append((year, [part if len(part) else None for part in rows]))
+    return out
+
+
+def cell_replicates(count: np.ndarray, kind: np.ndarray, rng: np.random.Generator, n_boot: int
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """The six rates (ERROR_COLUMNS order) of the names of one (year, sex) in every template, and of
+    ``n_boot`` bootstrap replicates of those names: (templates, 6) and (n_boot, templates, 6).
+
+    ``count`` per name, ``kind`` (templates, names). A replicate resamples the names with replacement,
+    the same names for every template. Names are pooled into classes of equal (count, kind in every
+    template), sorted, and a replicate is one multinomial draw of class multiplicities (exactly the
+    name bootstrap); the sums behind all rates of all replicates are one product of that weight
+    matrix with the classes' indicators.
+    """
+    n_templates = kind.shape[0]
+    keys, size = np.unique(np.column_stack([count.astype(np.int64), kind.T.astype(np.int64)]), axis=0,
+                           return_counts=True)
+    weight = keys[:, :1].astype(np.float64)
+    class_kind = keys[:, 1:]
+    flags = np.stack([class_kind != PERSON_KIND, class_kind == OTHER_KIND, class_kind == UNTAGGED_KIND],
+                     axis=2).astype(np.float64)  # (classes, templates, 3)
+    indicators = np.concatenate([flags * weight[:, :, None], flags], axis=2).reshape(len(keys), -1)
+    matrix = np.hstack([weight, np.ones_like(weight), indicators])  # (classes, 2 + 6 * templates)
+
+    def rates(multiplicity: np.ndarray) -> np.ndarray:
+        sums = multiplicity @ matrix
+        parts = sums[..., 2:].reshape(*sums.shape[:-1], n_templates, 2, 3)  # weighted / unweighted, type 1-3
+        weighted = parts[..., 0, :] / sums[..., None, 0:1]
+        unweighted = parts[..., 1, :] / sums[..., None, 1:2]
+        return np.stack([weighted, unweighted], axis=-1).reshape(*sums.shape[:-1], n_templates, 6)
+
+    n = int(size.sum())
+    draws = rng.multinomial(n, size / n, size=n_boot).astype(np.float64)
+    return rates(size.astype(np.float64)), rates(draws)
+
+
 def bootstrap_census(data: CensusOutcomes | pd.DataFrame, n_boot: int = CENSUS_N_BOOT,
                      confidence: float = DEFAULT_CONFIDENCE, seed: int = 0,
                      years: Sequence[int] | None = None) -> pd.DataFrame:
     """Per template, year and error measure: female and male rates and the female - male gap,
-    each with a percentile interval from resampling that year's names of each sex.
+    each with a percentile interval from resampling that year's names of each sex (``cell_replicates``:
+    years ascending, F then M, one draw per (year, sex) shared by all templates).
 
     Columns: template, year, measure, F, F_low, F_high, M, M_low, M_high, gap, gap_low, gap_high.
     """
     outcomes = _outcomes(data)
     rng = np.random.default_rng(seed)
-    count = outcomes.table.count
-    cells = list(_cells(outcomes, years))
     columns = ["template", "year", "measure", "F", "F_low", "F_high", "M", "M_low", "M_high", "gap", "gap_low",
                "gap_high"]
+    cells = _year_cells(outcomes, years)
     if not cells:
         return pd.DataFrame(columns=columns)
-    point = np.full((len(cells), 2, len(CENSUS_MEASURES)), np.nan)  # (cell, sex, measure)
-    boot = np.full((n_boot, len(cells), 2, len(CENSUS_MEASURES)), np.nan)  # the same, per replicate
-    for index, (position, year, rows) in enumerate(tqdm(cells, desc=f"census bootstrap (B={n_boot})",
-                                                        unit="year", leave=False)):
+    n_templates, count = len(outcomes.templates), outcomes.table.count
+    shape = (n_templates, len(cells), len(CENSUS_MEASURES))  # (template, year, measure)
+    values = {key: np.full(shape, np.nan) for key in ("F", "F_low", "F_high", "M", "M_low", "M_high", "gap_low",
+                                                       "gap_high")}
+    for index, (year, rows) in enumerate(tqdm(cells, desc=f"census bootstrap (B={n_boot})", unit="year",
+                                              leave=False)):
+        boot = np.full((n_boot, n_templates, 2, len(CENSUS_MEASURES)), np.nan)
         for sex, part in enumerate(rows):
             if part is None:
                 continue
-            class_count, class_kind, size = _classes(count[part], outcomes.kind[position, part])
-            matrix = _class_matrix(class_count, class_kind)
-            n = int(size.sum())
-            draws = rng.multinomial(n, size / n, size=n_boot).astype(np.float64)
-            point[index, sex] = _rates(size.astype(np.float64) @ matrix)[_MEASURE_COLUMN]
-            boot[:, index, sex] = _rates(draws @ matrix)[:, _MEASURE_COLUMN]
-    keys = [(outcomes.templates[position], year) for position, year, _ in cells]
-    low, high = percentile_interval(boot, confidence)
-    gap_low, gap_high = percentile_interval(boot[:, :, 0] - boot[:, :, 1], confidence)
-    n_measures = len(CENSUS_MEASURES)
-    frame = pd.DataFrame({"template": np.repeat([k[0] for k in keys], n_measures).astype(np.int64),
-                          "year": np.repeat([k[1] for k in keys], n_measures).astype(np.int64),
-                          "measure": np.tile(np.asarray(CENSUS_MEASURES, dtype=object), len(keys))})
-    for sex, label in enumerate(SEX_LABELS):
-        frame[label] = point[:, sex].ravel()
-        frame[f"{label}_low"] = low[:, sex].ravel()
-        frame[f"{label}_high"] = high[:, sex].ravel()
-    frame["gap"] = (point[:, 0] - point[:, 1]).ravel()
-    frame["gap_low"], frame["gap_high"] = gap_low.ravel(), gap_high.ravel()
+            point, replicates = cell_replicates(count[part], outcomes.kind[:, part], rng, n_boot)
+            values[SEX_LABELS[sex]][:, index] = point[:, _MEASURE_COLUMN]
+            boot[:, :, sex] = replicates[..., _MEASURE_COLUMN]
+        low, high = percentile_interval(boot, confidence)  # (template, sex, measure)
+        gap_low, gap_high = percentile_interval(boot[:, :, 0] - boot[:, :, 1], confidence)
+        for sex, label in enumerate(SEX_LABELS):
+            values[f"{label}_low"][:, index], values[f"{label}_high"][:, index] = low[:, sex], high[:, sex]
+        values["gap_low"][:, index], values["gap_high"][:, index] = gap_low, gap_high
+    n_rows = n_templates * len(cells) * len(CENSUS_MEASURES)
+    frame = pd.DataFrame({
+        "template": np.repeat(np.asarray(outcomes.templates, dtype=np.int64), len(cells) * len(CENSUS_MEASURES)),
+        "year": np.tile(np.repeat(np.asarray([year for year, _ in cells], dtype=np.int64), len(CENSUS_MEASURES)),
+                        n_templates),
+        "measure": np.tile(np.asarray(CENSUS_MEASURES, dtype=object), n_rows // len(CENSUS_MEASURES))})
+    for key in ("F", "F_low", "F_high", "M", "M_low", "M_high"):
+        frame[key] = values[key].ravel()
+    frame["gap"] = (values["F"] - values["M"]).ravel()
+    frame["gap_low"], frame["gap_high"] = values["gap_low"].ravel(), values["gap_high"].ravel()
     return frame[columns]
 
 
@@ -142,7 +182,8 @@ def permutation_census(data: CensusOutcomes | pd.DataFrame, measure: str = "type
     rng = np.random.default_rng(seed)
     count = outcomes.table.count
     rows_out = []
-    for position, year, rows in _cells(outcomes, years):
+    cells = _year_cells(outcomes, years)
+    for position, (year, rows) in ((p, cell) for p in range(len(outcomes.templates)) for cell in cells):
         if any(part is None for part in rows):
             continue
         both = np.concatenate(rows)
