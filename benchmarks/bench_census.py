@@ -82,13 +82,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lowercase", action="store_true", help="the lower-cased census variant")
     parser.add_argument("--skip-evaluation", action="store_true", help="only the report of an existing run")
     parser.add_argument("--skip-report", action="store_true")
+    parser.add_argument("overrides", nargs="*", help="more evaluate.py overrides, e.g. corpus.template=4 (a quick check)")
     args = parser.parse_args(argv)
     repo, run_dir = Path(args.repo).resolve(), Path(args.run_dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     results = {}
     if not args.skip_evaluation:
         overrides = [f"tagger.path={Path(args.checkpoint).resolve()}", "corpus=census", "logger=none",
-                     f"hydra.run.dir={run_dir}"] + (["corpus.lowercase=true"] if args.lowercase else [])
+                     f"hydra.run.dir={run_dir}"] + (["corpus.lowercase=true"] if args.lowercase else []) + args.overrides
         results["evaluate.py corpus=census"] = measure(repo, "evaluate.py", overrides, run_dir / "bench_evaluate.out",
                                                         time_tagger=True)
     if not args.skip_report:
