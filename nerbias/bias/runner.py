@@ -251,17 +251,22 @@ def tag_census_names(tagger, table: census.SsaTable, templates: Sequence[int], c
     and the seconds spent inside the tagger."""
     names = table.names.tolist()
     labels, seconds = {}, 0.0
+    partial_person_is_person = bool(ccfg.partial_person_is_person)  # read once: a config lookup costs microseconds
+    census_label: dict[str, str] = {}  # outcome label -> census label; a handful of distinct labels
     for template in templates:
         sentences = census.census_sentences(names, template, lowercase=ccfg.lowercase)
         per_name = np.empty(len(names), dtype=object)
-        batch_size = ccfg.batch_size
+        batch_size = int(ccfg.batch_size)
         for first in tqdm(range(0, len(sentences), batch_size), desc=f"census template {template}", unit="batch"):
             batch = sentences[first:first + batch_size]
             started = time.perf_counter()
             tagged = tagger.tag(batch)
             seconds += time.perf_counter() - started
-            per_name[first:first + len(batch)] = [census.outcome_to_census_label(
-                outcomes[0].label, partial_person_is_person=ccfg.partial_person_is_person) for outcomes in tagged]
+            for outcomes in tagged:
+                label = outcomes[0].label
+                if label not in census_label:
+                    census_label[label] = census.outcome_to_census_label(label, partial_person_is_person)
+            per_name[first:first + len(batch)] = [census_label[outcomes[0].label] for outcomes in tagged]
         labels[template] = per_name
     return labels, seconds
 
