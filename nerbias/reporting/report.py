@@ -194,8 +194,9 @@ def census_section(run: Run, out_dir: Path, options: ReportOptions) -> Section:
         return section
     section.lines += [
         f"- intervals: {options.confidence:.0%} percentile bootstrap, B = {options.census_boot}, resampling each "
-        "year's names of each sex with replacement (exact, via multinomial draws over (count, outcome) classes); "
-        "female and male drawn independently, gap = female - male in each replicate; years are not pooled", ""]
+        "year's names of each sex with replacement, the same names for every template (exact, via multinomial "
+        "draws over (count, outcomes) classes); female and male drawn independently, gap = female - male in each "
+        "replicate; years are not pooled", ""]
     boot = bootstrap_census(outcomes, n_boot=options.census_boot, confidence=options.confidence, seed=options.seed,
                             years=options.census_years)
     section.tables["census_bootstrap"] = boot
