@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import itertools
 import re
 import zipfile
 from pathlib import Path
@@ -136,7 +137,7 @@ def load_ssa(source: str | Path, years: Iterable[int] = YEARS, progress: bool = 
         raise NerbiasError("read_ssa: no years requested")
     if sorted(set(years)) != years:
         years = sorted(set(years))
-    vocabulary: dict[str, int] = {}  # name -> code in order of first sight; sorted at the end
+    vocabulary: dict[str, int] = {}  # name -> provisional code; recoded in sorted order at the end
     parts: dict[str, list[np.ndarray]] = {key: [] for key in ("year", "sex", "name", "count", "rank")}
     for year, block in _year_blocks(Path(source), years, progress):
         sex = (block["sex"] == "M").to_numpy()
@@ -145,8 +146,10 @@ def load_ssa(source: str | Path, years: Iterable[int] = YEARS, progress: bool = 
         rank[females:] -= females
         parts["year"].append(np.full(len(block), year, dtype=np.int16))
         parts["sex"].append(sex.astype(np.int8))
-        parts["name"].append(np.fromiter((vocabulary.setdefault(n, len(vocabulary)) for n in block["name"]),
-                                         dtype=np.int32, count=len(block)))
+        names = block["name"].tolist()
+        unseen = dict.fromkeys(names).keys() - vocabulary.keys()  # set order: codes are sorted at the end anyway
+        vocabulary.update(zip(unseen, itertools.count(len(vocabulary))))
+        parts["name"].append(np.fromiter(map(vocabulary.__getitem__, names), dtype=np.int32, count=len(names)))
         parts["count"].append(block["count"].to_numpy(np.int64))
         parts["rank"].append(rank)
     names = sorted(vocabulary)
