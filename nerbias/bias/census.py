@@ -14,8 +14,11 @@ Census labels are the paper's: "PERSON", "" for a name that is not tagged, or an
 type ("LOCATION", "CITY", "LOC", ...), which is a type-2 error.
 
 A name's sentence is the same in every year, so a tagger labels each distinct name once per
-template (``distinct_names`` + ``census_sentences``) and ``attach_labels`` spreads the labels
-over the years.
+template (``census_sentences``). The benchmark counts with arrays: ``load_ssa`` reads the SSA
+files into an ``SsaTable`` (names as integer codes), ``CensusOutcomes`` spreads the per-name
+labels over the years as one outcome code per row and template, and ``error_rates`` sums them per
+(year, sex) with ``np.bincount``. ``attach_labels`` + ``census_errors`` do the same on a frame,
+for small inputs.
 """
 
 from __future__ import annotations
@@ -26,9 +29,9 @@ import io
 import itertools
 import re
 import zipfile
-from pathlib import Path
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -132,11 +135,9 @@ def load_ssa(source: str | Path, years: Iterable[int] = YEARS, progress: bool = 
     LF and CRLF line ends are both accepted. Bad input raises DataFormatError naming the file
     (``names.zip!yobYYYY.txt`` inside a zip) and, for a bad line, its 1-based number.
     """
-    years = [int(year) for year in years]
+    years = sorted({int(year) for year in years})
     if not years:
-        raise NerbiasError("read_ssa: no years requested")
-    if sorted(set(years)) != years:
-        years = sorted(set(years))
+        raise NerbiasError("load_ssa: no years requested")
     vocabulary: dict[str, int] = {}  # name -> provisional code; recoded in sorted order at the end
     parts: dict[str, list[np.ndarray]] = {key: [] for key in ("year", "sex", "name", "count", "rank")}
     for year, block in _year_blocks(Path(source), years, progress):
