@@ -22,7 +22,9 @@ from nerbias.bias import census, published
 from nerbias.bias.runner import evaluate_census
 from nerbias.bias.types import SlotOutcome
 from nerbias.loggers import NullLogger
-from nerbias.reporting.census_uncertainty import bootstrap_census, cell_replicates, permutation_census
+from nerbias.reporting.census_uncertainty import (
+    bootstrap_census, cell_replicates, percentile_bounds, permutation_census,
+)
 from nerbias.reporting.uncertainty import holm, percentile_interval
 
 # ------------------------------------------------------------------------ the reference (as it was)
@@ -338,6 +340,16 @@ def test_bootstrap_points_are_the_errors_and_intervals_those_of_the_per_template
     for column in ("F_low", "F_high", "M_low", "M_high", "gap_low", "gap_high"):  # the same name bootstrap
         np.testing.assert_allclose(got[column], before[column], atol=0.01, equal_nan=True)
     assert not np.allclose(got["F_low"], before["F_low"], atol=1e-9, equal_nan=True)  # other draws: not a copy
+
+
+def test_percentile_bounds_are_the_percentile_interval_of_every_slice():
+    replicates = np.random.default_rng(4).random((999, 3, 2, 6))
+    replicates[:, 1, 0] = np.nan  # a year without names of one sex
+    low, high = percentile_bounds(replicates, 0.9)
+    expected_low, expected_high = percentile_interval(replicates, 0.9)
+    np.testing.assert_array_equal(low, expected_low)
+    np.testing.assert_array_equal(high, expected_high)
+    assert np.isnan(low[1, 0]).all() and not np.isnan(low[0]).any()
 
 
 def test_bootstrap_draws_the_same_names_for_every_template(labelled_frame):
