@@ -54,7 +54,8 @@ def check_arguments(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from nerbias.reporting.uncertainty import CENSUS_N_BOOT, DEFAULT_CONFIDENCE, DEFAULT_N_BOOT, DEFAULT_N_PERMUTATIONS
+    from nerbias.reporting.census_uncertainty import CENSUS_N_BOOT
+    from nerbias.reporting.uncertainty import DEFAULT_CONFIDENCE, DEFAULT_N_BOOT, DEFAULT_N_PERMUTATIONS
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dirs", nargs="+", help="evaluate.py run directories (seeds of one model, or census runs)")

@@ -95,7 +95,7 @@ def build_augmentation(cfg: DictConfig) -> Augmentation:
         excluded = [name for path in (spec.get("pool_exclude") or [None]) for name in load_names(path).names]
         source = str(spec.get("name_pool") or "ssa_train_half")
         if source in SSA_POOLS:
-            candidates = census.distinct_names(census.read_ssa(Path(cfg.paths.data_dir) / "ssa_names", progress=False))
+            candidates = census.load_ssa(Path(cfg.paths.data_dir) / "ssa_names", progress=False).names.tolist()
         else:
             path = Path(source)
             if not path.is_file():

@@ -16,7 +16,7 @@ from nerbias.bias.types import corpus_label
 from nerbias.errors import NerbiasError
 from nerbias.reporting.notebooks import run_notebook
 from nerbias.reporting.report import ReportOptions, render_report
-from nerbias.reporting.runs import census_name_frame, load_run
+from nerbias.reporting.runs import census_outcomes, load_run
 from nerbias.reporting.tables import markdown_table
 
 NAMES = """name,group,race,gender
@@ -185,13 +185,15 @@ def test_census_report_and_per_name_labels(tmp_path):
         assert (run_dir / image).stat().st_size > 1000
     boot = pd.read_csv(run_dir / "report_census_bootstrap.csv")
     assert set(boot["year"]) == {1880, 1881} and len(boot) == 12
-    # the published-predictions layout gives the same per-name frame
-    precomputed = census_name_frame(load_run(write_census_run(tmp_path, precomputed=True)))
-    from_labels = census_name_frame(load_run(run_dir))
-    key = ["year", "sex", "name"]
-    merged = precomputed.merge(from_labels, on=key, suffixes=("_p", "_l"))
-    assert len(merged) == 16 and (merged["label_p"] == merged["label_l"]).all()
-    assert (from_labels.loc[from_labels["name"] == "Nan", "label"] == "").all()
+    # the published-predictions layout gives the same per-name outcomes
+    precomputed = census_outcomes(load_run(write_census_run(tmp_path, precomputed=True)))
+    from_labels = census_outcomes(load_run(run_dir))
+    assert len(from_labels.table) == 16 and from_labels.templates == precomputed.templates == (4,)
+    assert (precomputed.table.names == from_labels.table.names).all()
+    assert (precomputed.table.name == from_labels.table.name).all()
+    assert (precomputed.kind == from_labels.kind).all()
+    nan_rows = from_labels.table.name == list(from_labels.table.names).index("Nan")
+    assert nan_rows.any() and (from_labels.kind[0, nan_rows] == census.UNTAGGED_KIND).all()
 
 
 def test_census_report_without_ssa_draws_plain_curves(tmp_path):

@@ -8,9 +8,10 @@ from scipy import stats
 from nerbias.bias import census
 from nerbias.bias.statistics import per_group
 from nerbias.bias.names import NameList
+from nerbias.reporting.census_uncertainty import bootstrap_census, census_gap_summary, permutation_census
 from nerbias.reporting.uncertainty import (
-    NameTable, bootstrap_census, bootstrap_ecdf, bootstrap_group_accuracy, bootstrap_spread, census_gap_summary,
-    ecdf, gender_permutation_test, holm, interval_text, pairwise_permutation_tests, permutation_census, split_group,
+    NameTable, bootstrap_ecdf, bootstrap_group_accuracy, bootstrap_spread, ecdf, gender_permutation_test, holm,
+    interval_text, pairwise_permutation_tests, split_group,
 )
 
 GROUPS = {"White Female": 0.95, "White Male": 0.9, "Black Female": 0.7, "Black Male": 0.8}

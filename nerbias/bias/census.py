@@ -14,8 +14,11 @@ Census labels are the paper's: "PERSON", "" for a name that is not tagged, or an
 type ("LOCATION", "CITY", "LOC", ...), which is a type-2 error.
 
 A name's sentence is the same in every year, so a tagger labels each distinct name once per
-template (``distinct_names`` + ``census_sentences``) and ``attach_labels`` spreads the labels
-over the years.
+template (``census_sentences``). The benchmark counts with arrays: ``load_ssa`` reads the SSA
+files into an ``SsaTable`` (names as integer codes), ``CensusOutcomes`` spreads the per-name
+labels over the years as one outcome code per row and template, and ``error_rates`` sums them per
+(year, sex) with ``np.bincount``. ``attach_labels`` + ``census_errors`` do the same on a frame,
+for small inputs.
 """
 
 from __future__ import annotations
@@ -23,10 +26,13 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import itertools
 import re
 import zipfile
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -69,47 +75,123 @@ _SSA_FILE = re.compile(rf"(?:{_SSA_LINE}\n)*")
 # SSA names
 
 
-def read_ssa(source: str | Path, years: Iterable[int] = YEARS, progress: bool = True) -> pd.DataFrame:
-    """Read SSA ``yobYYYY.txt`` files from a folder or from the official ``names.zip``.
+@dataclass(frozen=True)
+class SsaTable:
+    """SSA rows as compact arrays, in file order: years ascending, in each year the F block, then
+    the M block (so the rows of one (year, sex) are contiguous, in rank order).
 
-    Returns one row per line with columns year, name, sex ("F"/"M"), count and rank_in_sex
-    (0-based line index within the sex block of that year, which aligns published
-    per-line predictions). Files must hold ``Name,Sex,Count`` lines, the F block before the
-    M block, each name once per sex; LF and CRLF line ends are both accepted.
-    Bad input raises DataFormatError naming the file (``names.zip!yobYYYY.txt`` inside a
-    zip) and, for a bad line, its 1-based number.
+    ``names`` are the distinct names, sorted; ``name`` codes each row into them (a categorical).
+    ``sex`` is 0 for F and 1 for M (an index into SEXES); ``rank`` is the 0-based line index
+    within the sex block of the year, which aligns published per-line predictions.
     """
-    source = Path(source)
-    years = [int(year) for year in years]
+
+    years: tuple[int, ...]
+    names: np.ndarray  # object array of str, sorted
+    year: np.ndarray  # int16 per row
+    sex: np.ndarray  # int8 per row
+    name: np.ndarray  # int32 per row
+    count: np.ndarray  # int64 per row
+    rank: np.ndarray  # int32 per row
+
+    def __len__(self) -> int:
+        return len(self.count)
+
+    def cells(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(cell of each row, year of each cell, sex of each cell): cell = 2 * (index of the year) + sex,
+        so cells are ordered by year, then sex, like the rows."""
+        years = np.asarray(self.years, dtype=np.int64)
+        cell = np.searchsorted(years, self.year).astype(np.int64) * 2 + self.sex
+        return cell, np.repeat(years, 2), np.tile(np.arange(2, dtype=np.int8), len(years))
+
+    def frame(self) -> pd.DataFrame:
+        """The rows as a frame: year, name, sex ("F"/"M"), count, rank_in_sex (read_ssa's layout)."""
+        return pd.DataFrame({"year": self.year.astype(np.int64), "name": self.names[self.name],
+                             "sex": np.asarray(SEXES, dtype=object)[self.sex], "count": self.count,
+                             "rank_in_sex": self.rank.astype(np.int64)})[SSA_COLUMNS]
+
+    def subset(self, keep: np.ndarray) -> SsaTable:
+        """The rows where ``keep`` holds, the names re-coded to those left."""
+        used, name = np.unique(self.name[keep], return_inverse=True)
+        return SsaTable(self.years, self.names[used], self.year[keep], self.sex[keep], name.astype(np.int32),
+                        self.count[keep], self.rank[keep])
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame) -> SsaTable:
+        """A frame in read_ssa's layout (rows in its order) as a table."""
+        names, name = np.unique(frame["name"].to_numpy(dtype=object), return_inverse=True)
+        sex = frame["sex"].to_numpy()
+        if not np.isin(sex, SEXES).all():
+            raise NerbiasError(f"sex must be one of {SEXES}")
+        return cls(tuple(sorted(int(y) for y in frame["year"].unique())), names,
+                   frame["year"].to_numpy(np.int16), (sex == "M").astype(np.int8), name.astype(np.int32),
+                   frame["count"].to_numpy(np.int64), frame["rank_in_sex"].to_numpy(np.int32))
+
+
+def load_ssa(source: str | Path, years: Iterable[int] = YEARS, progress: bool = True) -> SsaTable:
+    """Read SSA ``yobYYYY.txt`` files from a folder or from the official ``names.zip`` into an SsaTable,
+    one year file at a time (``read_year_file``), so memory holds the compact arrays and one year.
+
+    Files must hold ``Name,Sex,Count`` lines, the F block before the M block, each name once per sex;
+    LF and CRLF line ends are both accepted. Bad input raises DataFormatError naming the file
+    (``names.zip!yobYYYY.txt`` inside a zip) and, for a bad line, its 1-based number.
+    """
+    years = sorted({int(year) for year in years})
     if not years:
-        raise NerbiasError("read_ssa: no years requested")
-    frames = []
+        raise NerbiasError("load_ssa: no years requested")
+    vocabulary: dict[str, int] = {}  # name -> provisional code; recoded in sorted order at the end
+    parts: dict[str, list[np.ndarray]] = {key: [] for key in ("year", "sex", "name", "count", "rank")}
+    for year, block in _year_blocks(Path(source), years, progress):
+        sex = (block["sex"] == "M").to_numpy()
+        females = int((~sex).sum())
+        rank = np.arange(len(block), dtype=np.int32)
+        rank[females:] -= females
+        parts["year"].append(np.full(len(block), year, dtype=np.int16))
+        parts["sex"].append(sex.astype(np.int8))
+        names = block["name"].tolist()
+        unseen = dict.fromkeys(names).keys() - vocabulary.keys()  # set order: codes are sorted at the end anyway
+        vocabulary.update(zip(unseen, itertools.count(len(vocabulary))))
+        parts["name"].append(np.fromiter(map(vocabulary.__getitem__, names), dtype=np.int32, count=len(names)))
+        parts["count"].append(block["count"].to_numpy(np.int64))
+        parts["rank"].append(rank)
+    names = sorted(vocabulary)
+    recode = np.empty(len(names), dtype=np.int32)
+    recode[[vocabulary[name] for name in names]] = np.arange(len(names), dtype=np.int32)
+    arrays = {key: np.concatenate(value) for key, value in parts.items()}
+    return SsaTable(tuple(years), np.asarray(names, dtype=object), arrays["year"], arrays["sex"],
+                    recode[arrays["name"]], arrays["count"], arrays["rank"])
+
+
+def read_ssa(source: str | Path, years: Iterable[int] = YEARS, progress: bool = True) -> pd.DataFrame:
+    """``load_ssa`` as a frame: one row per line with columns year, name, sex ("F"/"M"), count and
+    rank_in_sex (0-based line index within the sex block of that year)."""
+    return load_ssa(source, years, progress).frame()
+
+
+def _year_blocks(source: Path, years: Sequence[int], progress: bool) -> Iterator[tuple[int, pd.DataFrame]]:
+    """(year, that year's checked lines) for each year, from a folder or a names.zip."""
+    bar = partial(tqdm, desc="SSA years", disable=not progress, leave=False)
     if source.is_dir():
         sums, counts = _read_sha256sums(source / "SHA256SUMS"), _read_counts(source / "COUNTS.tsv")
-        for year in tqdm(years, desc="SSA years", disable=not progress, leave=False):
+        for year in bar(years):
             path = source / f"yob{year}.txt"
             if not path.is_file():
                 raise DataFormatError(path, f"missing year file for {year}")
             raw = path.read_bytes()
             if path.name in sums and hashlib.sha256(raw).hexdigest() != sums[path.name]:
                 raise DataFormatError(path, f"sha256 differs from {source / 'SHA256SUMS'} (a changed or damaged file)")
-            frame = _parse_ssa_file(raw, path, year)
-            if year in counts:
-                _check_year_counts(frame, counts[year], path, source / "COUNTS.tsv")
-            frames.append(frame)
+            yield year, read_year_file(raw, path, counts.get(year), source / "COUNTS.tsv")
     elif source.is_file() and zipfile.is_zipfile(source):
         with zipfile.ZipFile(source) as archive:
             # names.zip keeps the files at its root; accept them in a subfolder too
             members = {Path(info.filename).name: info.filename for info in archive.infolist() if not info.is_dir()}
-            for year in tqdm(years, desc="SSA years", disable=not progress, leave=False):
+            for year in bar(years):
                 member = members.get(f"yob{year}.txt")
                 where = f"{source}!{member or f'yob{year}.txt'}"
                 if member is None:
                     raise DataFormatError(where, f"missing year file for {year}")
-                frames.append(_parse_ssa_file(archive.read(member), where, year))
+                yield year, read_year_file(archive.read(member), where)
     else:
         raise DataFormatError(source, "not a folder of yobYYYY.txt files or a names.zip")
-    return pd.concat(frames, ignore_index=True)
 
 
 def _read_sha256sums(path: Path) -> dict[str, str]:
@@ -140,7 +222,8 @@ def _read_counts(path: Path) -> dict[int, dict[str, int]]:
     return {int(row["year"]): {c: int(row[c]) for c in _COUNT_COLUMNS} for _, row in frame.iterrows()}
 
 
-def _check_year_counts(frame: pd.DataFrame, expected: dict[str, int], path: Path, counts_path: Path) -> None:
+def _check_year_counts(frame: pd.DataFrame, expected: dict[str, int], path: str | Path, counts_path: Path | None
+                       ) -> None:
     found = {"names_F": int((frame["sex"] == "F").sum()), "names_M": int((frame["sex"] == "M").sum()),
              "births_F": int(frame.loc[frame["sex"] == "F", "count"].sum()),
              "births_M": int(frame.loc[frame["sex"] == "M", "count"].sum())}
@@ -149,7 +232,13 @@ def _check_year_counts(frame: pd.DataFrame, expected: dict[str, int], path: Path
         raise DataFormatError(path, f"year totals disagree with {counts_path}: {', '.join(differing)}")
 
 
-def _parse_ssa_file(raw: bytes, where: str | Path, year: int) -> pd.DataFrame:
+def read_year_file(raw: bytes, where: str | Path, expected: dict[str, int] | None = None,
+                   counts_path: Path | None = None) -> pd.DataFrame:
+    """One ``yobYYYY.txt`` (its bytes), read and checked: name, sex, count per line, in file order.
+
+    Every check of a year file lives here: line format, UTF-8, F block before M block, a name once
+    per sex, and (``expected``, a row of ``counts_path``) the year's totals.
+    """
     if not raw.strip():
         raise DataFormatError(where, "file is empty")
     try:
@@ -178,15 +267,13 @@ def _parse_ssa_file(raw: bytes, where: str | Path, year: int) -> pd.DataFrame:
     if duplicated.any():
         line = int(np.argmax(duplicated)) + 1
         raise DataFormatError(where, f"name {frame['name'].iat[line - 1]!r} listed twice for one sex", line)
-    rank = np.arange(len(frame))
     females = int((~is_male).sum())
     if females in (0, len(frame)):  # every year of the SSA data lists both sexes
         absent = "F" if females == 0 else "M"
         raise DataFormatError(where, f"no {absent} names: every SSA year lists both sexes (a file cut short?)")
-    rank[females:] -= females
-    frame.insert(0, "year", year)
-    frame["rank_in_sex"] = rank
-    return frame[SSA_COLUMNS]
+    if expected is not None:
+        _check_year_counts(frame, expected, where, counts_path)
+    return frame
 
 
 def _raise_first_bad_ssa_line(text: str, where: str | Path) -> None:
@@ -214,18 +301,24 @@ def distinct_names(ssa_frame: pd.DataFrame) -> list[str]:
 NAME_SUBSETS = ("all", "heldout")
 
 
-def select_names(ssa_frame: pd.DataFrame, subset: str, pool_exclude: Sequence[str] = ()) -> pd.DataFrame:
-    """The SSA rows the benchmark scores. ``all``: every row (the paper). ``heldout``: only names that
-    name substitution can never put into training, i.e. every name outside the training half of
-    ``substitution_pool(distinct names, pool_exclude, "train")`` (the held-out half, plus the
-    excluded evaluation names, which substitution never draws either). Pass the ``pool_exclude``
-    the training run used (augment.pool_exclude) so the two halves are the ones training saw."""
+def select_names(ssa: pd.DataFrame | SsaTable, subset: str, pool_exclude: Sequence[str] = ()
+                 ) -> pd.DataFrame | SsaTable:
+    """The SSA rows (a frame or an SsaTable) the benchmark scores. ``all``: every row (the paper).
+    ``heldout``: only names that name substitution can never put into training, i.e. every name
+    outside the training half of ``substitution_pool(distinct names, pool_exclude, "train")`` (the
+    held-out half, plus the excluded evaluation names, which substitution never draws either). Pass
+    the ``pool_exclude`` the training run used (augment.pool_exclude) so the two halves are the ones
+    training saw."""
     if subset == "all":
-        return ssa_frame
+        return ssa
     if subset != "heldout":
         raise NerbiasError(f"corpus.names={subset!r}: must be one of {NAME_SUBSETS}")
-    training_half = set(substitution_pool(distinct_names(ssa_frame), pool_exclude, "train"))
-    return ssa_frame[~ssa_frame["name"].isin(training_half)].reset_index(drop=True)
+    if isinstance(ssa, SsaTable):
+        training_half = set(substitution_pool(ssa.names.tolist(), pool_exclude, "train"))
+        outside = np.fromiter((name not in training_half for name in ssa.names), dtype=bool, count=len(ssa.names))
+        return ssa.subset(outside[ssa.name])
+    training_half = set(substitution_pool(distinct_names(ssa), pool_exclude, "train"))
+    return ssa[~ssa["name"].isin(training_half)].reset_index(drop=True)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -291,12 +384,94 @@ def attach_labels(ssa_frame: pd.DataFrame, labels: Mapping[str, str], template: 
 # Error rates and plots
 
 
+PERSON_KIND, OTHER_KIND, UNTAGGED_KIND = 0, 1, 2  # a name's outcome: right, a type-2 error, a type-3 error
+
+
+def outcome_kinds(labels: Sequence[str] | np.ndarray) -> np.ndarray:
+    """Census labels ("PERSON", "" or another type) -> outcome kinds (int8)."""
+    labels = np.asarray(labels, dtype=object)
+    return np.where(labels == PERSON, PERSON_KIND, np.where(labels == UNTAGGED, UNTAGGED_KIND, OTHER_KIND)
+                    ).astype(np.int8)
+
+
+def error_rates(cell: np.ndarray, count: np.ndarray, kind: np.ndarray, n_cells: int) -> np.ndarray:
+    """The six error rates (ERROR_COLUMNS order) of every cell, by grouped sums over integer codes:
+    (n_cells, 6), NaN for a cell without names. ``cell``, ``count`` and ``kind`` are per name."""
+    weight = count.astype(np.float64)
+    total_w = np.bincount(cell, weight, minlength=n_cells)
+    total_u = np.bincount(cell, minlength=n_cells).astype(np.float64)
+    out = np.empty((n_cells, len(ERROR_COLUMNS)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for column, flag in enumerate((kind != PERSON_KIND, kind == OTHER_KIND, kind == UNTAGGED_KIND)):
+            out[:, 2 * column] = np.bincount(cell, weight * flag, minlength=n_cells) / total_w
+            out[:, 2 * column + 1] = np.bincount(cell, flag.astype(np.float64), minlength=n_cells) / total_u
+    return out
+
+
+@dataclass(frozen=True)
+class CensusOutcomes:
+    """What a tagger made of every SSA row, per template: ``kind[t, row]`` (PERSON_KIND, OTHER_KIND
+    or UNTAGGED_KIND) for template ``templates[t]`` and row ``row`` of ``table``."""
+
+    table: SsaTable
+    templates: tuple[int, ...]
+    kind: np.ndarray  # (templates, rows) int8
+
+    @classmethod
+    def from_name_labels(cls, table: SsaTable, labels: Mapping[int, Sequence[str] | np.ndarray]) -> CensusOutcomes:
+        """``labels[template]``: the census label of each of ``table.names``, the same in every year."""
+        templates = tuple(sorted(labels))
+        kind = np.empty((len(templates), len(table)), dtype=np.int8)
+        for index, template in enumerate(templates):
+            per_name = np.asarray(labels[template], dtype=object)
+            if len(per_name) != len(table.names):
+                raise NerbiasError(f"template {template}: {len(per_name)} labels for {len(table.names)} names")
+            kind[index] = outcome_kinds(per_name)[table.name]
+        return cls(table, templates, kind)
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame) -> CensusOutcomes:
+        """census_errors' input (year, sex, name, count, template, label), every template over the same
+        rows, as outcomes; rows sorted by year and sex, in their order within."""
+        templates = sorted(int(t) for t in frame["template"].unique())
+        rows = frame[frame["template"] == templates[0]]
+        rows = rows.iloc[np.lexsort(((rows["sex"] == "M").to_numpy(), rows["year"].to_numpy()))]
+        rows = rows.assign(rank_in_sex=rows.groupby(["year", "sex"]).cumcount())
+        table = SsaTable.from_frame(rows)
+        index = pd.MultiIndex.from_frame(rows[["year", "sex", "name"]])
+        kind = np.empty((len(templates), len(rows)), dtype=np.int8)
+        for position, template in enumerate(templates):
+            part = frame[frame["template"] == template]
+            labels = part.set_index(["year", "sex", "name"])["label"].reindex(index)
+            if len(part) != len(rows) or labels.isna().any():
+                raise NerbiasError(f"template {template} does not label the rows of template {templates[0]}")
+            kind[position] = outcome_kinds(labels.to_numpy())
+        return cls(table, tuple(templates), kind)
+
+    def errors(self) -> pd.DataFrame:
+        """census_errors of these outcomes: year, gender, template and the six rates, sorted."""
+        cell, cell_year, cell_sex = self.table.cells()
+        n_cells = len(cell_year)
+        rates = np.stack([error_rates(cell, self.table.count, kind, n_cells) for kind in self.kind], axis=1)
+        present = np.bincount(cell, minlength=n_cells) > 0
+        rates = rates[present].reshape(-1, len(ERROR_COLUMNS))
+        count = int(present.sum())
+        frame = pd.DataFrame({"year": np.repeat(cell_year[present], len(self.templates)),
+                              "gender": np.repeat(np.asarray(SEXES, dtype=object)[cell_sex[present]],
+                                                  len(self.templates)),
+                              "template": np.tile(np.asarray(self.templates, dtype=np.int64), count)})
+        for column, values in zip(ERROR_COLUMNS, rates.T):
+            frame[column] = values
+        return frame
+
+
 def census_errors(frame: pd.DataFrame) -> pd.DataFrame:
     """Error types 1-3, weighted and unweighted, per year, gender and template.
 
     ``frame`` has columns year, sex, name, count, template and label ("PERSON", "" for
     untagged, or another entity type). Returns year, gender ("F"/"M"), template and the
-    fractions type1_w, type1_u, type2_w, type2_u, type3_w, type3_u.
+    fractions type1_w, type1_u, type2_w, type2_u, type3_w, type3_u. (The census benchmark itself
+    counts with ``CensusOutcomes.errors``; both use ``error_rates``.)
     """
     required = ["year", "sex", "name", "count", "template", "label"]
     missing = [column for column in required if column not in frame.columns]
@@ -309,21 +484,7 @@ def census_errors(frame: pd.DataFrame) -> pd.DataFrame:
         raise NerbiasError("census_errors: every count must be positive")
     if frame.duplicated(["year", "sex", "template", "name"]).any():
         raise NerbiasError("census_errors: a name appears twice for one year, sex and template")
-    label = frame["label"]
-    untagged = (label == UNTAGGED).to_numpy()
-    type1 = (label != PERSON).to_numpy()
-    flags = {"type1": type1, "type2": type1 & ~untagged, "type3": untagged}
-    parts = {"total_w": counts}
-    for kind, flag in flags.items():
-        parts[f"{kind}_w"] = counts * flag
-        parts[f"{kind}_u"] = flag.astype(np.float64)
-    keys = {"year": frame["year"].to_numpy(), "gender": frame["sex"].to_numpy(),
-            "template": frame["template"].to_numpy()}
-    grouped = pd.DataFrame({**keys, **parts}).groupby(["year", "gender", "template"], sort=True)
-    sums = grouped.sum()
-    names = grouped.size()
-    result = pd.DataFrame(index=sums.index)
-    for kind in flags:
-        result[f"{kind}_w"] = sums[f"{kind}_w"] / sums["total_w"]
-        result[f"{kind}_u"] = sums[f"{kind}_u"] / names
-    return result.reset_index()[["year", "gender", "template", *ERROR_COLUMNS]]
+    grouped = frame.groupby(["year", "sex", "template"], sort=True)
+    rates = error_rates(grouped.ngroup().to_numpy(), counts, outcome_kinds(frame["label"].to_numpy()), grouped.ngroups)
+    keys = grouped.size().index.to_frame(index=False).rename(columns={"sex": "gender"})
+    return pd.concat([keys, pd.DataFrame(rates, columns=ERROR_COLUMNS)], axis=1)

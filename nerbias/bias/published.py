@@ -20,7 +20,6 @@ error. Labels are kept as published in ``census_labels.csv``.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
@@ -28,7 +27,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from nerbias.bias.census import PERSON, UNTAGGED
+from nerbias.bias.census import PERSON, SEXES, UNTAGGED, SsaTable, outcome_kinds
 from nerbias.bias.types import BiasSentence
 from nerbias.errors import DataFormatError, NerbiasError
 
@@ -87,6 +86,38 @@ def read_label_lines(path: Path, fmt: str) -> tuple[list[str], str]:
     return labels, fmt
 
 
+def read_published(folder: str | Path, table: SsaTable, fmt: str = "auto", progress: bool = True
+                   ) -> tuple[np.ndarray, list[str]]:
+    """The published label of every row of ``table`` (complete years, as load_ssa returns them): codes
+    (int32, one per row) into a vocabulary of labels as published ("" for an empty line)."""
+    if fmt not in FORMATS:
+        raise NerbiasError(f"tagger.format={fmt} is not one of {list(FORMATS)}")
+    folder = Path(folder)
+    cell, cell_year, cell_sex = table.cells()
+    order = np.argsort(cell, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(cell, minlength=len(cell_year)))])
+    codes = np.empty(len(table), dtype=np.int32)
+    vocabulary: dict[str, int] = {}
+    for c in tqdm(range(len(cell_year)), desc="predictions", disable=not progress, leave=False):
+        rows = order[bounds[c]:bounds[c + 1]]
+        if not len(rows):
+            continue
+        year, sex = int(cell_year[c]), SEXES[cell_sex[c]]
+        path = folder / f"{'female' if sex == 'F' else 'male'}{year}.txt"
+        labels, fmt = read_label_lines(path, fmt)  # a folder is one format: the first file fixes it
+        if len(labels) != len(rows):
+            raise DataFormatError(path, f"{len(labels)} lines but the {sex} block of {year} has {len(rows)} names")
+        line_codes = np.fromiter((vocabulary.setdefault(label, len(vocabulary)) for label in labels),
+                                 dtype=np.int32, count=len(labels))
+        codes[rows] = line_codes[table.rank[rows]]
+    return codes, list(vocabulary)
+
+
+def published_kinds(codes: np.ndarray, vocabulary: Sequence[str]) -> np.ndarray:
+    """Outcome kinds (census.outcome_kinds) of coded published labels, by the person rule."""
+    return outcome_kinds([census_label(label) for label in vocabulary])[codes]
+
+
 def load_precomputed(folder: str | Path, ssa_frame: pd.DataFrame, template: int = 4, progress: bool = True,
                      fmt: str = "auto") -> pd.DataFrame:
     """Published per-name predictions aligned with ``ssa_frame`` (complete years, as read_ssa returns them).
@@ -94,38 +125,33 @@ def load_precomputed(folder: str | Path, ssa_frame: pd.DataFrame, template: int 
     Returns year, sex, name, label (the census label: PERSON, "" or the published type), count,
     template and ``published`` (the label as published), ready for census_errors.
     """
-    if fmt not in FORMATS:
-        raise NerbiasError(f"tagger.format={fmt} is not one of {list(FORMATS)}")
-    folder = Path(folder)
-    frame = ssa_frame[["year", "sex", "name", "count", "rank_in_sex"]]
-    ranks = frame["rank_in_sex"].to_numpy()
-    published = np.empty(len(frame), dtype=object)
-    groups = frame.groupby(["year", "sex"], sort=True).indices
-    for (year, sex), rows in tqdm(groups.items(), desc="predictions", disable=not progress, leave=False):
-        path = folder / f"{'female' if sex == 'F' else 'male'}{year}.txt"
-        labels, fmt = read_label_lines(path, fmt)  # a folder is one format: the first file fixes it
-        if len(labels) != len(rows):
-            raise DataFormatError(path, f"{len(labels)} lines but the {sex} block of {year} has {len(rows)} names")
-        published[rows] = np.asarray(labels, dtype=object)[ranks[rows]]
-    result = frame[["year", "sex", "name", "count"]].copy()
+    codes, vocabulary = read_published(folder, SsaTable.from_frame(ssa_frame), fmt, progress)
+    published = np.asarray(vocabulary, dtype=object)[codes]
+    result = ssa_frame[["year", "sex", "name", "count"]].copy()
     result["template"] = template
-    result["label"] = [census_label(label) for label in published]
+    result["label"] = np.asarray([census_label(label) for label in vocabulary], dtype=object)[codes]
     result["published"] = published
     return result[["year", "sex", "name", "label", "count", "template", "published"]]
 
 
-def label_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """``census_labels.csv`` of published predictions: each name's published label per template, with
-    the number of (year, sex) rows that carry it (a name can be labelled differently across years)."""
-    counts = Counter(zip(frame["name"], frame["template"], frame["published"]))
-    rows = [{"name": n, "template": t, "label": l, "rows": c} for (n, t, l), c in counts.items()]
-    return pd.DataFrame(rows, columns=["name", "template", "label", "rows"])
+def label_table(table: SsaTable, codes: np.ndarray, vocabulary: Sequence[str], template: int) -> pd.DataFrame:
+    """``census_labels.csv`` of published predictions: each name's published label, with the number of
+    (year, sex) rows that carry it (a name can be labelled differently across years), in order of
+    first appearance."""
+    key = table.name.astype(np.int64) * max(len(vocabulary), 1) + codes
+    unique, first, rows = np.unique(key, return_index=True, return_counts=True)
+    order = np.argsort(first, kind="stable")
+    unique, rows = unique[order], rows[order]
+    return pd.DataFrame({"name": table.names[unique // max(len(vocabulary), 1)],
+                         "template": np.full(len(unique), template, dtype=np.int64),
+                         "label": np.asarray(vocabulary, dtype=object)[unique % max(len(vocabulary), 1)],
+                         "rows": rows.astype(np.int64)})
 
 
 class PublishedPredictions:
     """``tagger=precomputed``: a folder of published per-name census predictions of one template.
 
-    Not a sentence tagger: it labels the census benchmark's names only (``frame``).
+    Not a sentence tagger: it labels the census benchmark's names only (``read``).
     """
 
     def __init__(self, path: str | Path, template: int = 4, name: str | None = None, format: str = "auto"):
@@ -136,12 +162,12 @@ class PublishedPredictions:
         self.format = format
         self.name = f"precomputed:{name or self.path.name}"
 
-    def frame(self, ssa_frame: pd.DataFrame, template: int) -> pd.DataFrame:
-        """The predictions aligned with ``ssa_frame`` (``load_precomputed``), for ``template`` only."""
+    def read(self, table: SsaTable, template: int) -> tuple[np.ndarray, list[str]]:
+        """The predictions aligned with ``table`` (``read_published``), for ``template`` only."""
         if template != self.template:
             raise NerbiasError(f"precomputed predictions {self.path} are for template {self.template}, "
                                f"not {template} (set corpus.template)")
-        return load_precomputed(self.path, ssa_frame, template=template, fmt=self.format)
+        return read_published(self.path, table, self.format)
 
     def tag(self, sentences: Sequence[BiasSentence]):
         raise NerbiasError("tagger=precomputed holds census predictions only (use corpus=census)")

@@ -6,7 +6,8 @@ another (``census_section``: per-year female - male gaps). ``render_report`` wri
 ``report.md`` plus ``report_*.png`` / ``report_*.csv`` into the first run directory and logs the
 same to W&B.
 
-Runs are read by ``nerbias.reporting.runs``, statistics are in ``nerbias.reporting.uncertainty``.
+Runs are read by ``nerbias.reporting.runs``, statistics are in ``nerbias.reporting.uncertainty`` and
+``nerbias.reporting.census_uncertainty``.
 """
 
 from __future__ import annotations
@@ -33,14 +34,16 @@ from nerbias.reporting.ambiguity import (
 from nerbias.reporting.figures import (
     checkpoint_name_vectors, plot_census_bands, plot_census_gap, plot_ecdf_grid, plot_group_accuracy, plot_name_tsne,
 )
-from nerbias.reporting.runs import Run, census_name_frame, load_run, name_table, names_for
+from nerbias.reporting.census_uncertainty import (
+    CENSUS_MEASURES, CENSUS_N_BOOT, bootstrap_census, census_gap_summary, permutation_census,
+)
+from nerbias.reporting.runs import Run, census_outcomes, load_run, name_table, names_for
 from nerbias.reporting.tables import (
     REPRESENTATIVE_YEARS, accuracy_display, census_year_table, label_breakdown_table, markdown_table, spread_display,
 )
 from nerbias.reporting.uncertainty import (
-    CENSUS_MEASURES, CENSUS_N_BOOT, DEFAULT_CONFIDENCE, DEFAULT_N_BOOT, DEFAULT_N_PERMUTATIONS, NameTable,
-    bootstrap_census, bootstrap_group_accuracy, bootstrap_spread, census_gap_summary, gender_permutation_test,
-    interval_text, pairwise_permutation_tests, permutation_census,
+    DEFAULT_CONFIDENCE, DEFAULT_N_BOOT, DEFAULT_N_PERMUTATIONS, NameTable, bootstrap_group_accuracy, bootstrap_spread,
+    gender_permutation_test, interval_text, pairwise_permutation_tests,
 )
 
 log = logging.getLogger(__name__)
@@ -246,7 +249,7 @@ def census_section(run: Run, out_dir: Path, options: ReportOptions) -> Section:
     section.lines += [f"# Census benchmark report: {run.label}", "",
                       f"- run: {run.path}", f"- templates: {templates}; years {years[0]}-{years[-1]} ({len(years)})"]
     try:
-        frame = census_name_frame(run, options.ssa, options.predictions)
+        outcomes = census_outcomes(run, options.ssa, options.predictions)
     except Exception as error:  # no SSA files or labels here: curves without bands, said so
         log.warning("census intervals skipped: %s", error)
         section.lines += [f"- intervals: not computed ({error})", ""]
@@ -257,9 +260,10 @@ def census_section(run: Run, out_dir: Path, options: ReportOptions) -> Section:
         return section
     section.lines += [
         f"- intervals: {options.confidence:.0%} percentile bootstrap, B = {options.census_boot}, resampling each "
-        "year's names of each sex with replacement (exact, via multinomial draws over (count, outcome) classes); "
-        "female and male drawn independently, gap = female - male in each replicate; years are not pooled", ""]
-    boot = bootstrap_census(frame, n_boot=options.census_boot, confidence=options.confidence, seed=options.seed,
+        "year's names of each sex with replacement, the same names for every template (exact, via multinomial "
+        "draws over (count, outcomes) classes); female and male drawn independently, gap = female - male in each "
+        "replicate; years are not pooled", ""]
+    boot = bootstrap_census(outcomes, n_boot=options.census_boot, confidence=options.confidence, seed=options.seed,
                             years=options.census_years)
     section.tables["census_bootstrap"] = boot
     write_csv(out_dir / "report_census_bootstrap.csv", boot)
@@ -277,7 +281,7 @@ def census_section(run: Run, out_dir: Path, options: ReportOptions) -> Section:
         if row.year in REPRESENTATIVE_YEARS:
             section.scalars[f"report/census/template{row.template}/{row.year}/type1_w_gap"] = row.gap
     if options.census_permutations:
-        tests = permutation_census(frame, "type1_w", n_resamples=options.census_permutations, seed=options.seed,
+        tests = permutation_census(outcomes, "type1_w", n_resamples=options.census_permutations, seed=options.seed,
                                    years=options.census_years)
         section.lines += [f"## Permutation test per year (type1_w, {options.census_permutations} shuffles of the "
                           "sex labels; `p_holm` over the years of a template)", "",

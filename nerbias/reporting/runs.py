@@ -9,7 +9,7 @@ On top of it, ``Run``: what one evaluate.py run left (``per_name.csv`` ... or
 holding ``run-*.wandb``, or a run directory whose ``wandb/`` holds one), whose logged tables are
 read back. Online W&B runs are not fetched: sync or download them to a folder first. Then the
 seeds x names table of a model (``name_table``, ``load_tables``) and a census run's per-name
-labels (``census_name_frame``).
+labels (``census_outcomes``).
 """
 
 from __future__ import annotations
@@ -352,10 +352,12 @@ def load_tables(models: Mapping[str, Sequence[str | Path] | str | Path],
     return tables
 
 
-def census_name_frame(run: Run, ssa: str | Path | None = None, predictions: str | Path | None = None) -> pd.DataFrame:
-    """The per-name census frame of a run (year, sex, name, label, count, template), the input of
-    census.census_errors: rebuilt from ``census_labels.csv`` for a tagger, or from the published
-    predictions for ``tagger=precomputed``, over the years of the run's ``census_errors.csv``.
+def census_outcomes(run: Run, ssa: str | Path | None = None, predictions: str | Path | None = None
+                    ) -> census.CensusOutcomes:
+    """A run's per-name census outcomes (census.CensusOutcomes: the SSA rows as arrays, each row's
+    outcome per template), the input of the census intervals: rebuilt from ``census_labels.csv`` for a
+    tagger, or from the published predictions for ``tagger=precomputed``, over the years (and the
+    ``corpus.names`` subset) of the run's ``census_errors.csv``.
 
     ``ssa`` / ``predictions`` override the paths in the run's config. The rebuilt errors are
     checked against ``census_errors.csv`` so that intervals never describe other data.
@@ -367,25 +369,34 @@ def census_name_frame(run: Run, ssa: str | Path | None = None, predictions: str 
     if not ssa:
         raise NerbiasError(f"{run.path}: where are the SSA names? (no corpus.ssa in the run's config; pass ssa=)")
     years = sorted(int(y) for y in errors["year"].unique())
-    frame_ssa = census.read_ssa(ssa, years=years, progress=False)
+    table = census.load_ssa(ssa, years=years, progress=False)
+    subset = str(run.setting("corpus.names") or "all")
+    if subset != "all":
+        excluded = [n for path in (run.setting("corpus.pool_exclude") or [None]) for n in load_names(path).names]
+        table = census.select_names(table, subset, excluded)
+    templates = sorted(int(t) for t in errors["template"].unique())
     labels = run.tables.get("census_labels")
     if run.setting("tagger.kind") == "precomputed" or predictions:  # labels per year: read the files again
         folder = predictions or run.setting("tagger.path")
-        templates = sorted(int(t) for t in errors["template"].unique())
         fmt = run.setting("tagger.format") or "auto"
-        frames = [published.load_precomputed(folder, frame_ssa, template=t, progress=False, fmt=fmt)
-                  for t in templates]
+        kinds = published.published_kinds(*published.read_published(folder, table, fmt, progress=False))
+        outcomes = census.CensusOutcomes(table, tuple(templates), np.stack([kinds] * len(templates)))
     elif labels is not None:
-        frames = [census.attach_labels(frame_ssa, dict(zip(part["name"], part["label"])), int(template))
-                  for template, part in labels.groupby("template")]
+        per_template = {}
+        for template, part in labels.groupby("template"):
+            position = pd.Index(part["name"].astype(str)).get_indexer(table.names)
+            if (position < 0).any():
+                raise NerbiasError(f"{run.path}: census_labels.csv has no template-{template} label for "
+                                   f"{int((position < 0).sum())} names, e.g. {table.names[np.argmax(position < 0)]!r}")
+            per_template[int(template)] = part["label"].to_numpy(dtype=object)[position]
+        outcomes = census.CensusOutcomes.from_name_labels(table, per_template)
     else:
         raise NerbiasError(f"{run.path}: no census_labels.csv and not a precomputed run: per-name labels unknown")
-    frame = pd.concat(frames, ignore_index=True)
-    rebuilt = census.census_errors(frame).merge(errors, on=["year", "gender", "template"], suffixes=("", "_saved"))
+    rebuilt = outcomes.errors().merge(errors, on=["year", "gender", "template"], suffixes=("", "_saved"))
     if len(rebuilt) != len(errors):
         raise NerbiasError(f"{run.path}: rebuilt census errors cover {len(rebuilt)} of {len(errors)} rows")
     worst = max(float((rebuilt[c] - rebuilt[f"{c}_saved"]).abs().max()) for c in census.ERROR_COLUMNS)
     if worst > 1e-4:  # the saved CSV keeps 6 significant digits
         raise NerbiasError(f"{run.path}: per-name labels do not reproduce census_errors.csv (max difference "
                            f"{worst:.2g}); SSA or prediction files differ from the run's")
-    return frame
+    return outcomes

@@ -218,21 +218,19 @@ def _census_units(run: Run) -> tuple[pd.DataFrame, dict[str, sparse.csr_matrix],
     ssa_path, config = run.setting("corpus.ssa"), run.config
     errors = run.tables["census_errors"]
     years = sorted(int(y) for y in errors["year"].unique())
-    frame = census.read_ssa(ssa_path, years=years, progress=False)
+    table = census.load_ssa(ssa_path, years=years, progress=False)
     subset = str(select(config, "corpus.names", "all") or "all")
     if subset != "all":
         excluded = [n for path in (select(config, "corpus.pool_exclude") or [None]) for n in load_names(path).names]
-        frame = census.select_names(frame, subset, excluded)
-    year_index = {year: i for i, year in enumerate(years)}
+        table = census.select_names(table, subset, excluded)
+    row_of_year = np.searchsorted(np.asarray(years), table.year)
     matrices, unit_names = {}, {}
-    for sex in ("F", "M"):
-        part = frame[frame["sex"] == sex]
-        names = sorted(part["name"].unique())
-        column = pd.Index(names).get_indexer(part["name"])
-        row = part["year"].map(year_index).to_numpy()
-        matrices[sex] = sparse.csr_matrix((part["count"].to_numpy(np.float64), (row, column)),
-                                          shape=(len(years), len(names)))
-        unit_names[sex] = names
+    for code, sex in enumerate(census.SEXES):
+        rows = table.sex == code
+        used, column = np.unique(table.name[rows], return_inverse=True)
+        matrices[sex] = sparse.csr_matrix((table.count[rows].astype(np.float64), (row_of_year[rows], column)),
+                                          shape=(len(years), len(used)))
+        unit_names[sex] = table.names[used].tolist()
     return errors, matrices, unit_names
 
 

@@ -23,17 +23,7 @@ thousands of slots per name the within-name binomial noise is negligible next to
   accuracies; H0: the group labels are exchangeable among the names. Two-sided p-values, with a
   Holm-adjusted column for the family of all pairs.
 
-Census benchmark (Mehrabi et al.)
----------------------------------
-``bootstrap_census`` resamples the names of each (template, year, sex) with replacement. The
-rates depend on a name only through its count and its outcome (PERSON / other type / untagged),
-so names are pooled into classes of equal (count, outcome) and a replicate is one multinomial
-draw of class multiplicities: exactly the name bootstrap, at the cost of a few hundred classes
-per year instead of tens of thousands of names. Female and male names are drawn independently
-and the female - male gap is taken replicate by replicate. ``permutation_census`` shuffles the
-sex labels among a year's names (a multivariate hypergeometric draw over the same classes).
-Years are treated one at a time: a name recurs across years, so no across-year interval is made
-from these per-year draws.
+The census benchmark's intervals and tests are in ``census_uncertainty``.
 """
 
 from __future__ import annotations
@@ -46,9 +36,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 from scipy import stats
-from tqdm.auto import tqdm
 
-from nerbias.bias.census import PERSON, UNTAGGED
 from nerbias.errors import NerbiasError
 from nerbias.bias.names import OOV_GROUP, NameList
 from nerbias.reporting import intervals
@@ -57,8 +45,6 @@ from nerbias.reporting.intervals import SeedNoise
 DEFAULT_N_BOOT = 2000
 DEFAULT_N_PERMUTATIONS = 9999
 DEFAULT_CONFIDENCE = 0.95
-CENSUS_N_BOOT = 1000  # exact per-year name bootstrap of 139 x 2 cells: ~10 s at 1000 on one core
-CENSUS_N_PERMUTATIONS = 999
 FACETS = ("group", "gender", "race")
 GENDERS = ("Female", "Male")
 SPREAD_STATISTICS = ("min", "mean", "std", "median")
@@ -455,133 +441,6 @@ def gender_permutation_test(table: NameTable, n_resamples: int = DEFAULT_N_PERMU
     return _test_rows(table, "gender", [GENDERS], n_resamples, seed, alternative)
 
 
-# ----------------------------------------------------------------------------------------------
-# Census
-
-
-CENSUS_MEASURES = ("type1_w", "type2_w", "type3_w", "type1_u", "type2_u", "type3_u")
-_OTHER, _UNTAGGED = 1, 2  # outcome kinds; 0 = PERSON
-
-
-def census_classes(frame: pd.DataFrame) -> pd.DataFrame:
-    """Names pooled by (template, year, sex, count, outcome kind): ``size`` names per class.
-
-    ``frame`` is census_errors' input (year, sex, name, count, template, label).
-    """
-    label = frame["label"]
-    kind = np.where(label == PERSON, 0, np.where(label == UNTAGGED, _UNTAGGED, _OTHER))
-    pooled = pd.DataFrame({"template": frame["template"].to_numpy(), "year": frame["year"].to_numpy(),
-                           "sex": frame["sex"].to_numpy(), "count": frame["count"].to_numpy(dtype=np.float64),
-                           "kind": kind})
-    return pooled.groupby(["template", "year", "sex", "count", "kind"], sort=True).size().rename("size").reset_index()
-
-
-def _census_rates(multiplicity: np.ndarray, count: np.ndarray, kind: np.ndarray) -> dict[str, np.ndarray]:
-    """Six error rates from class multiplicities (..., classes)."""
-    weighted = multiplicity * count
-    total_w, total_u = weighted.sum(-1), multiplicity.sum(-1)
-    other, untagged = kind == _OTHER, kind == _UNTAGGED
-    out = {}
-    for kind_name, mask in (("type1", other | untagged), ("type2", other), ("type3", untagged)):
-        out[f"{kind_name}_w"] = weighted[..., mask].sum(-1) / total_w
-        out[f"{kind_name}_u"] = multiplicity[..., mask].sum(-1) / total_u
-    return out
-
-
-def _census_cells(frame: pd.DataFrame, years: Sequence[int] | None):
-    """``((template, year), classes of that cell)`` in order, for the chosen years (all if None)."""
-    classes = census_classes(frame)
-    if years is not None:
-        classes = classes[classes["year"].isin(list(years))]
-    return classes.groupby(["template", "year"], sort=True)
-
-
-def bootstrap_census(frame: pd.DataFrame, n_boot: int = CENSUS_N_BOOT, confidence: float = DEFAULT_CONFIDENCE,
-                     seed: int = 0, years: Sequence[int] | None = None) -> pd.DataFrame:
-    """Per template, year and error measure: female and male rates and the female - male gap,
-    each with a percentile interval from resampling that year's names of each sex.
-
-    Columns: template, year, measure, F, F_low, F_high, M, M_low, M_high, gap, gap_low, gap_high.
-    """
-    rng = np.random.default_rng(seed)
-    rows = []
-    cells = _census_cells(frame, years)
-    total = frame.groupby(["template", "year"]).ngroups if years is None else None
-    for (template, year), cell in tqdm(cells, total=total, desc=f"census bootstrap (B={n_boot})", unit="year",
-                                       leave=False):
-        point, boot = {}, {}
-        for sex, part in cell.groupby("sex"):
-            size, count, kind = (part[c].to_numpy() for c in ("size", "count", "kind"))
-            n = int(size.sum())
-            draws = rng.multinomial(n, size / n, size=n_boot).astype(np.float64)
-            point[sex] = _census_rates(size.astype(np.float64), count, kind)
-            boot[sex] = _census_rates(draws, count, kind)
-        for measure in CENSUS_MEASURES:
-            row = {"template": int(template), "year": int(year), "measure": measure}
-            for sex in ("F", "M"):
-                if sex in point:
-                    low, high = percentile_interval(boot[sex][measure], confidence)
-                    row.update({sex: float(point[sex][measure]), f"{sex}_low": float(low), f"{sex}_high": float(high)})
-                else:
-                    row.update({sex: np.nan, f"{sex}_low": np.nan, f"{sex}_high": np.nan})
-            if "F" in point and "M" in point:
-                low, high = percentile_interval(boot["F"][measure] - boot["M"][measure], confidence)
-                row.update(gap=row["F"] - row["M"], gap_low=float(low), gap_high=float(high))
-            else:
-                row.update(gap=np.nan, gap_low=np.nan, gap_high=np.nan)
-            rows.append(row)
-    return pd.DataFrame(rows, columns=["template", "year", "measure", "F", "F_low", "F_high", "M", "M_low", "M_high",
-                                       "gap", "gap_low", "gap_high"])
-
-
-def permutation_census(frame: pd.DataFrame, measure: str = "type1_w", n_resamples: int = CENSUS_N_PERMUTATIONS,
-                       seed: int = 0, years: Sequence[int] | None = None) -> pd.DataFrame:
-    """Per template and year: two-sided permutation p-value of the female - male gap of ``measure``
-    (sex labels shuffled among the year's names), and Holm over the years of each template.
-
-    p = (1 + #{|T*| >= |T|}) / (1 + n_resamples), the usual Monte-Carlo p-value.
-    """
-    if measure not in CENSUS_MEASURES:
-        raise NerbiasError(f"measure must be one of {CENSUS_MEASURES}")
-    rng = np.random.default_rng(seed)
-    rows = []
-    for (template, year), cell in _census_cells(frame, years):
-        wide = cell.pivot_table(index=["count", "kind"], columns="sex", values="size", fill_value=0)
-        if not {"F", "M"} <= set(wide.columns):
-            continue
-        count = wide.index.get_level_values("count").to_numpy(dtype=np.float64)
-        kind = wide.index.get_level_values("kind").to_numpy()
-        female, male = wide["F"].to_numpy(np.int64), wide["M"].to_numpy(np.int64)
-        observed = (_census_rates(female.astype(np.float64), count, kind)[measure]
-                    - _census_rates(male.astype(np.float64), count, kind)[measure])
-        pooled = female + male
-        drawn = rng.multivariate_hypergeometric(pooled, int(female.sum()), size=n_resamples, method="marginals")
-        shuffled = (_census_rates(drawn.astype(np.float64), count, kind)[measure]
-                    - _census_rates((pooled - drawn).astype(np.float64), count, kind)[measure])
-        extreme = np.sum(np.abs(shuffled) >= abs(observed) - 1e-12)
-        rows.append({"template": int(template), "year": int(year), "measure": measure, "gap": float(observed),
-                     "p_value": float((1 + extreme) / (1 + n_resamples))})
-    result = pd.DataFrame(rows, columns=["template", "year", "measure", "gap", "p_value"])
-    result["p_holm"] = np.nan
-    for _, index in result.groupby("template").groups.items():
-        result.loc[index, "p_holm"] = holm(result.loc[index, "p_value"])
-    return result
-
-
-def census_gap_summary(boot: pd.DataFrame, measure: str = "type1_w") -> pd.DataFrame:
-    """Per template: years counted, years whose interval of the female - male gap lies above 0
-    (female names worse), below 0 (male names worse), and the largest gaps."""
-    rows = []
-    for template, part in boot[boot["measure"] == measure].groupby("template"):
-        part = part.dropna(subset=["gap"])
-        rows.append({"template": int(template), "measure": measure, "years": len(part),
-                     "years_female_worse": int((part["gap_low"] > 0).sum()),
-                     "years_male_worse": int((part["gap_high"] < 0).sum()),
-                     "years_inconclusive": int(((part["gap_low"] <= 0) & (part["gap_high"] >= 0)).sum()),
-                     "median_gap": float(part["gap"].median()) if len(part) else np.nan})
-    return pd.DataFrame(rows)
-
-
 def interval_text(value: float, low: float, high: float, digits: int = 3) -> str:
     """``0.894 [0.871, 0.912]``; a missing interval prints the value alone."""
     if value is None or (isinstance(value, float) and np.isnan(value)):
@@ -592,9 +451,7 @@ def interval_text(value: float, low: float, high: float, digits: int = 3) -> str
 
 
 __all__ = [
-    "CENSUS_MEASURES", "CENSUS_N_BOOT", "CENSUS_N_PERMUTATIONS", "DEFAULT_CONFIDENCE", "DEFAULT_N_BOOT",
-    "DEFAULT_N_PERMUTATIONS", "GroupBootstrap", "NameTable", "bootstrap_census", "bootstrap_ecdf",
-    "bootstrap_group_accuracy", "bootstrap_spread", "census_classes", "census_gap_summary", "ecdf",
-    "gender_permutation_test", "holm", "interval_text", "pairwise_permutation_tests", "percentile_interval",
-    "permutation_census", "permutation_difference", "split_group",
+    "DEFAULT_CONFIDENCE", "DEFAULT_N_BOOT", "DEFAULT_N_PERMUTATIONS", "GroupBootstrap", "NameTable", "bootstrap_ecdf",
+    "bootstrap_group_accuracy", "bootstrap_spread", "ecdf", "gender_permutation_test", "holm", "interval_text",
+    "pairwise_permutation_tests", "percentile_interval", "permutation_difference", "split_group",
 ]
