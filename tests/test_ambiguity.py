@@ -17,6 +17,7 @@ from nerbias.bias.probes import PairedProbes, load_probe_templates, probe_tables
 from nerbias.bias.runner import count_outcomes
 from nerbias.bias.statistics import NameStatistics
 from nerbias.bias.types import SlotOutcome
+from nerbias.bias.census import CensusOutcomes
 from nerbias.data.ambiguity import (
     AmbiguityRule, conll_type_counts, is_ambiguous, is_place, place_kinds, profile_row,
 )
@@ -268,7 +269,7 @@ def test_census_type2_split_by_sex_and_ambiguity_by_hand():
                           "label": ["LOC", "ORG", "PERSON", "LOC", "PERSON", "PERSON"]})
     profile = {"conll_PER": 0, "conll_LOC": 0, "conll_ORG": 0, "conll_MISC": 0, "conll_O": 0, "glove_rank": 1}
     labels = pd.DataFrame([{"name": n, **profile, "place": int(n == "Paris")} for n in ("Paris", "Mary", "Anna", "John")])
-    table = census_ambiguity(frame, labels, AmbiguityRule()).set_index("sex")
+    table = census_ambiguity(CensusOutcomes.from_frame(frame), labels, AmbiguityRule()).set_index("sex")
     female = table.loc["F"]
     assert female["names"] == 3 and female["ambiguous_share_u"] == pytest.approx(1 / 3)
     assert female["ambiguous_share_w"] == pytest.approx(20 / 110)  # Paris: 10 + 10 babies of 110

@@ -23,6 +23,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from nerbias.bias import census
 from nerbias.bias.names import OOV_GROUP
 from nerbias.data.ambiguity import TOKEN_TYPES, AmbiguityRule, is_ambiguous, typed_count
 
@@ -172,29 +173,37 @@ def ambiguity_regression(table: pd.DataFrame, n_boot: int = 1000, confidence: fl
     return coefficients, pd.DataFrame(group_rows), gaps
 
 
-def census_ambiguity(frame: pd.DataFrame, labels: pd.DataFrame, rule: AmbiguityRule) -> pd.DataFrame:
-    """Census type-2 errors (tagged, not PERSON) by template, sex and ambiguity. ``frame``: the per-name
-    census frame (year, sex, name, count, template, label); ``labels``: census_labels.csv with the profile.
-    Rows per template and sex: share of names ambiguous, type-2 rate overall / among ambiguous / among
-    unambiguous names, and the share of the type-2 errors that fall on ambiguous names; ``_w`` weighted by
-    baby counts (years pooled), ``_u`` each distinct name once."""
-    flags = name_features(labels.drop_duplicates("name")[["name", *[c for c in labels.columns
-                                                                       if c.startswith(("conll", "place", "glove"))]]],
-                          rule).set_index("name")["ambiguous"]
-    data = frame.assign(ambiguous=frame["name"].map(flags).fillna(0.0) == 1,
-                        type2=~frame["label"].isin(["PERSON", ""]))
+def census_ambiguity(outcomes: census.CensusOutcomes, labels: pd.DataFrame, rule: AmbiguityRule) -> pd.DataFrame:
+    """Census type-2 errors (tagged, not PERSON) by template, sex and ambiguity. ``outcomes``: the run's
+    per-row census outcomes (``census.CensusOutcomes``, arrays over the SSA rows); ``labels``:
+    census_labels.csv with the profile. Rows per template and sex: share of names ambiguous, type-2 rate
+    overall / among ambiguous / among unambiguous names, and the share of the type-2 errors that fall on
+    ambiguous names; ``_w`` weighted by baby counts (years pooled), ``_u`` each distinct name once (its
+    outcome in its first year)."""
+    profile_columns = [c for c in labels.columns if c.startswith(("conll", "place", "glove"))]
+    flags = name_features(labels.drop_duplicates("name")[["name", *profile_columns]], rule).set_index("name")
+    table = outcomes.table
+    ambiguous_code = pd.Series(table.names).map(flags["ambiguous"]).fillna(0.0).to_numpy() == 1
     rows = []
-    for (template, sex), part in data.groupby(["template", "sex"]):
-        names = part.groupby("name").agg(count=("count", "sum"), type2=("type2", "first"), ambiguous=("ambiguous", "first"))
-        row = {"template": int(template), "sex": sex, "names": len(names)}
-        for suffix, weight in (("w", names["count"].to_numpy(dtype=float)), ("u", np.ones(len(names)))):
-            amb, err = names["ambiguous"].to_numpy(), names["type2"].to_numpy()
-            row[f"ambiguous_share_{suffix}"] = weight[amb].sum() / weight.sum()
-            row[f"type2_{suffix}"] = weight[err].sum() / weight.sum()
-            row[f"type2_ambiguous_{suffix}"] = weight[err & amb].sum() / weight[amb].sum() if amb.any() else np.nan
-            row[f"type2_unambiguous_{suffix}"] = weight[err & ~amb].sum() / weight[~amb].sum() if (~amb).any() else np.nan
-            row[f"type2_from_ambiguous_{suffix}"] = weight[err & amb].sum() / weight[err].sum() if err.any() else np.nan
-        rows.append(row)
+    for position, template in enumerate(outcomes.templates):
+        type2_row = outcomes.kind[position] == census.OTHER_KIND
+        for sex_code, sex in enumerate(census.SEXES):
+            selected = np.flatnonzero(table.sex == sex_code)
+            codes, first = np.unique(table.name[selected], return_index=True)  # each name's first row
+            if not len(codes):
+                continue
+            births = np.bincount(table.name[selected], weights=table.count[selected].astype(np.float64),
+                                 minlength=len(table.names))[codes]
+            amb, err = ambiguous_code[codes], type2_row[selected][first]
+            row = {"template": int(template), "sex": sex, "names": len(codes)}
+            for suffix, weight in (("w", births), ("u", np.ones(len(codes)))):
+                row[f"ambiguous_share_{suffix}"] = weight[amb].sum() / weight.sum()
+                row[f"type2_{suffix}"] = weight[err].sum() / weight.sum()
+                row[f"type2_ambiguous_{suffix}"] = weight[err & amb].sum() / weight[amb].sum() if amb.any() else np.nan
+                row[f"type2_unambiguous_{suffix}"] = (weight[err & ~amb].sum() / weight[~amb].sum()
+                                                      if (~amb).any() else np.nan)
+                row[f"type2_from_ambiguous_{suffix}"] = weight[err & amb].sum() / weight[err].sum() if err.any() else np.nan
+            rows.append(row)
     return pd.DataFrame(rows)
 
 

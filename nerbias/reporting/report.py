@@ -291,7 +291,7 @@ def census_section(run: Run, out_dir: Path, options: ReportOptions) -> Section:
     labels = run.tables.get("census_labels")
     if has_profile(labels):
         rule = AmbiguityRule.from_mapping(options.ambiguity_rule)
-        split = census_ambiguity(frame, labels, rule)
+        split = census_ambiguity(outcomes, labels, rule)
         section.lines += ["## Type-2 errors (tagged, not PERSON) by sex and name ambiguity", "",
                           f"A name is *ambiguous* when its token is {rule.describe()}. `_w`: weighted by baby counts, "
                           "years pooled; `_u`: each name once. `type2_from_ambiguous`: share of the type-2 errors "
