@@ -184,3 +184,15 @@ def code_version() -> dict[str, Any]:
     except (OSError, subprocess.SubprocessError):
         return {}
     return {"commit": commit, "dirty": bool(status.strip())}
+
+
+def read_utf8_text(path: str | Path, what: str, byte_order_mark: bool = True) -> str:
+    """A UTF-8 text file's content, or a DataFormatError naming ``path``: "<what> not found", or where
+    the bytes stop being UTF-8. ``byte_order_mark``: tolerate the BOM spreadsheet programs write."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataFormatError(path, f"{what} not found")
+    try:
+        return path.read_bytes().decode("utf-8-sig" if byte_order_mark else "utf-8")
+    except UnicodeDecodeError as error:
+        raise DataFormatError(path, f"not valid UTF-8 ({error.reason} at byte {error.start})") from None

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The mitigation study (README "Mitigation"): set up, train the conditions of configs/mitigation/ on
+# The mitigation study (docs/mitigation-study.md): set up, train the conditions of configs/mitigation/ on
 # GloVe 6B 50d (seeds 1-5 for each, seeds outermost), evaluate each best checkpoint on Winogender, In-Situ,
 # the census (held-out names) and the OOV name set, cased and lower-cased, then write
 # <sweep dir>/study/study.md: one table per corpus with intervals and paired differences from the baseline.

@@ -34,6 +34,7 @@ from nerbias.bias.types import BiasSentence, NameSlot
 from nerbias.data.conll import Sentence
 from nerbias.data.conll2003 import load_conll2003
 from nerbias.errors import DataFormatError, NerbiasError
+from nerbias.fileio import read_utf8_text
 
 log = logging.getLogger(__name__)
 
@@ -291,12 +292,7 @@ def load_winogender_templates(path: str | Path, dropped_words: Sequence[str] = (
     case-insensitively) can add e.g. "a": two templates say "meeting with a $PARTICIPANT".
     """
     path = Path(path)
-    if not path.is_file():
-        raise DataFormatError(path, "Winogender templates file not found")
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise DataFormatError(path, f"not valid UTF-8 ({error.reason} at byte {error.start})") from None
+    text = read_utf8_text(path, "Winogender templates file", byte_order_mark=False)
     if not text.strip():
         raise DataFormatError(path, "file is empty")
     lines = text.split("\n")

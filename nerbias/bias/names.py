@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Sequence
 
 from nerbias.errors import DataFormatError, NerbiasError
+from nerbias.fileio import read_utf8_text
 
 OOV_GROUP = "OOV"
 REQUIRED_COLUMNS = ("name", "group")
@@ -67,12 +68,7 @@ def load_names(path: str | Path | None = None) -> NameList:
     elif str(path) in PACKAGED_NAME_LISTS and not Path(path).is_file():
         path = PACKAGED_NAME_LISTS[str(path)]
     path = Path(path)
-    if not path.is_file():
-        raise DataFormatError(path, "names file not found")
-    try:
-        text = path.read_bytes().decode("utf-8-sig")  # -sig: tolerate the BOM spreadsheet programs write
-    except UnicodeDecodeError as error:
-        raise DataFormatError(path, f"not valid UTF-8 ({error.reason} at byte {error.start})") from None
+    text = read_utf8_text(path, "names file")
     if not text.strip():
         raise DataFormatError(path, "file is empty")
 

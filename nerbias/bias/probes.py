@@ -31,6 +31,7 @@ from nerbias.bias.labels import PLACE_TYPES
 from nerbias.bias.names import NameList
 from nerbias.bias.statistics import DEFAULT_EXACT_LIMIT, NameStatistics, per_group, summary_scalars
 from nerbias.errors import DataFormatError, NerbiasError
+from nerbias.fileio import read_utf8_text
 
 log = logging.getLogger(__name__)
 
@@ -56,12 +57,7 @@ class ProbeTemplate:
 def load_probe_templates(path: str | Path | None = None) -> list[ProbeTemplate]:
     """The templates of ``path`` (None: the packaged file); a bad line is a DataFormatError naming it."""
     path = Path(path) if path is not None else DEFAULT_PROBES_PATH
-    if not path.is_file():
-        raise DataFormatError(path, "probe templates file not found")
-    try:
-        text = path.read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        raise DataFormatError(path, f"not valid UTF-8 ({error.reason} at byte {error.start})") from None
+    text = read_utf8_text(path, "probe templates file")
     templates: list[ProbeTemplate] = []
     header_seen = False
     for number, raw in enumerate(text.splitlines(), start=1):
