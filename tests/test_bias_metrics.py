@@ -47,6 +47,23 @@ def test_per_name_counts_accuracy_and_confidence_over_recognised_slots():
     assert breakdown[breakdown["name"] == "Bea"]["label"].tolist() == ["partial:PER"]
 
 
+def test_per_name_person_probability_is_the_mean_over_every_slot_and_survives_shards(tmp_path):
+    """The calibration column: mean P(PER) over all of a name's slots, recognised or not, whatever
+    confidence_over says; saved shards keep it; no confidences at all give NaN."""
+    stats = NameStatistics(bins=100)
+    stats.add(*outcomes_for(PLAN))
+    stats.save(tmp_path / "s.npz", {})
+    loaded, _ = NameStatistics.load(tmp_path / "s.npz")
+    for statistics in (stats, loaded):
+        table = statistics.per_name(NAMES).set_index("name")
+        assert table.loc["Ann", "person_probability"] == pytest.approx(np.mean([0.9, 0.5, 0.2, 0.1]))
+        assert table.loc["Bea", "person_probability"] == pytest.approx(0.6)
+        assert table.loc["Cal", "person_probability"] == pytest.approx(0.99)
+    no_confidence = NameStatistics(bins=10)
+    no_confidence.add([one_slot("Ann")], [[SlotOutcome("PER", None)]])
+    assert np.isnan(no_confidence.per_name(NAMES).set_index("name").loc["Ann", "person_probability"])
+
+
 def add_values(stats: NameStatistics, name: str, values: np.ndarray) -> None:
     """Recognised slots of ``name`` with these confidences, through the array path."""
     stats.add_arrays([name], np.zeros(len(values), dtype=np.int64), ["PER"], np.zeros(len(values), dtype=np.int64),

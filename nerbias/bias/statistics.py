@@ -271,7 +271,8 @@ class NameStatistics:
                    "recognised": stats.recognised, "accuracy": stats.recognised / stats.slots,
                    # mean P(PER) over every slot: with accuracy, the name's calibration (NaN: no confidences)
                    PERSON_PROBABILITY: (stats.probability_sum / stats.probability_slots
-                                        if stats.probability_slots == stats.slots else np.nan)}
+                                        if stats.probability_slots and stats.probability_slots == stats.slots
+                                        else np.nan)}
             if stats.conf_count:
                 row.update(conf_count=stats.conf_count, conf_min=stats.conf_min,
                            conf_p25=self.percentile(stats, 0.25), conf_median=self.percentile(stats, 0.5),
@@ -279,7 +280,8 @@ class NameStatistics:
             else:
                 row.update({column: (0 if column == "conf_count" else np.nan) for column in CONFIDENCE_COLUMNS})
             rows.append(row)
-        return pd.DataFrame(rows, columns=["name", "group", "sentences", "recognised", "accuracy", *CONFIDENCE_COLUMNS])
+        return pd.DataFrame(rows, columns=["name", "group", "sentences", "recognised", "accuracy", *CONFIDENCE_COLUMNS,
+                                           PERSON_PROBABILITY])
 
     def label_breakdown(self, names: NameList) -> pd.DataFrame:
         """What each name got when it was not recognised: one row per (name, label)."""
