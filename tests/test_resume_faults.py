@@ -164,7 +164,8 @@ def test_ctrl_c_is_one_line_exit_130_and_the_run_resumes(reference, tmp_path, mo
 def test_sigint_to_a_training_process_stops_it_in_one_line(tmp_path):
     data_dir = make_tiny_conll(tmp_path / "data", sizes=(800, 40, 40))
     run_dir = tmp_path / "run"
-    args = tiny_train_overrides(data_dir, epochs=6) + ["trainer.patience=10", f"hydra.run.dir={run_dir}"]
+    # many epochs: on idle cores six tiny epochs could all finish before the signal lands
+    args = tiny_train_overrides(data_dir, epochs=200) + ["trainer.patience=1000", f"hydra.run.dir={run_dir}"]
     process = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args], cwd=ROOT, text=True,
                                env={**os.environ, "WANDB_MODE": "disabled"}, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE)
