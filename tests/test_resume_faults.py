@@ -168,7 +168,10 @@ def test_sigint_to_a_training_process_stops_it_in_one_line(tmp_path):
     args = tiny_train_overrides(data_dir, epochs=200) + ["trainer.patience=1000", f"hydra.run.dir={run_dir}"]
     process = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args], cwd=ROOT, text=True,
                                env={**os.environ, "WANDB_MODE": "disabled"}, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE)
+                               stderr=subprocess.PIPE,
+                               # a job started in the background (CI, nohup) inherits SIGINT ignored, and
+                               # Python then installs no KeyboardInterrupt handler: give the child the default
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 300
     while not (run_dir / "checkpoints" / "last.pt").exists() and process.poll() is None and time.time() < deadline:
         time.sleep(0.02)
