@@ -47,7 +47,6 @@ from scipy import stats
 from nerbias.errors import NerbiasError
 
 COVERS_BOTH, COVERS_NAMES, COVERS_SEEDS, ONE_SEED = "names+seeds", "names", "seeds", "1 seed"
-PERCENTILE, BASIC = "percentile", "basic"
 SEED_VARIANCE_QUANTILE = 0.3  # see _df_seed_variance
 
 
@@ -209,18 +208,14 @@ class Interval:
     p_value: float = float("nan")  # two-sided, H0: the figure is 0 (differences)
 
     @classmethod
-    def from_replicates(cls, value: float, reps: np.ndarray, covers: str, confidence: float,
-                        method: str = PERCENTILE, estimate: float | None = None) -> "Interval":
-        """``value`` is what is reported; ``method=basic`` reflects the replicates around ``estimate``
-        (the uncorrected figure the replicates were centred on; default ``value``)."""
+    def from_replicates(cls, value: float, reps: np.ndarray, covers: str, confidence: float) -> "Interval":
+        """``value`` with the percentile interval of its replicates and the p-value that inverts it."""
         if covers == ONE_SEED:
             return cls(value, float("nan"), float("nan"), covers)
         reps = np.asarray(reps, dtype=np.float64)
         reps = reps[np.isfinite(reps)]
         if not len(reps):
             return cls(value, float("nan"), float("nan"), covers)
-        if method == BASIC:  # reflect around the estimate: the basic bootstrap interval
-            reps = 2 * (value if estimate is None else estimate) - reps
         tail = (1 - confidence) / 2
         low, high = np.quantile(reps, [tail, 1 - tail])
         above, below = np.mean(reps > 0), np.mean(reps < 0)
@@ -287,6 +282,6 @@ def t_interval(values: Sequence[float], confidence: float) -> tuple[float, float
     return float(values.mean() - half), float(values.mean() + half)
 
 
-__all__ = ["BASIC", "COVERS_BOTH", "COVERS_NAMES", "COVERS_SEEDS", "Interval", "ONE_SEED", "PERCENTILE", "SeedNoise",
+__all__ = ["COVERS_BOTH", "COVERS_NAMES", "COVERS_SEEDS", "Interval", "ONE_SEED", "SeedNoise",
            "Statistic", "bias_corrected", "difference_covers", "difference_replicates", "gap_interval", "gap_of",
            "group_accuracies", "inflate", "noise_floor", "replicates", "small_sample_factor", "t_interval", "welch_df"]
