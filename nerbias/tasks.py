@@ -234,6 +234,8 @@ def evaluate_conll(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
 def _use_model_artifact(cfg: DictConfig, logger: NullLogger) -> None:
     """Lineage: an evaluation of one of our checkpoints consumes the model artifact its training logged."""
     path = cfg.tagger.get("path")
+    if logger.run is None:  # no W&B run records lineage: spare reading the checkpoint
+        return
     if cfg.tagger.get("kind") != "checkpoint" or not path or not Path(str(path)).is_file():
         return
     trained = load_checkpoint(path, mmap=True).get("config") or {}

@@ -22,6 +22,7 @@ from nerbias.bias import census, published
 from nerbias.bias.runner import evaluate_census
 from nerbias.bias.types import SlotOutcome
 from nerbias.loggers import NullLogger
+from nerbias.reporting import census_uncertainty
 from nerbias.reporting.census_uncertainty import (
     bootstrap_census, cell_replicates, percentile_bounds, permutation_census,
 )
@@ -283,27 +284,28 @@ def test_outcomes_count_the_errors_of_census_errors(labelled_frame):
 
 
 def brute_force_replicates(count, kind, rng, n_boot):
-    """cell_replicates by hand: classes of equal (count, kinds) in tuple order, one multinomial draw of
-    their multiplicities per replicate, every rate summed name class by name class."""
-    classes = Counter(zip(count.tolist(), *kind.tolist()))
-    keys = sorted(classes)
-    size = np.array([classes[k] for k in keys])
-    draws = rng.multinomial(int(size.sum()), size / size.sum(), size=n_boot)
+    """cell_replicates by hand: each replicate draws n name indices uniformly with replacement (one
+    (n_boot, n) call), and every rate is summed name by name over the drawn names."""
+    n = len(count)
+    drawn = rng.integers(0, n, size=(n_boot, n))
 
-    def rates(multiplicity):
+    def rates(names):
         out = np.zeros((kind.shape[0], 6))
+        total_w = sum(count[i] for i in names)
         for t in range(kind.shape[0]):
-            total_w = sum(m * k[0] for m, k in zip(multiplicity, keys))
             for column, wrong in enumerate(((1, 2), (1,), (2,))):
-                out[t, 2 * column] = sum(m * k[0] for m, k in zip(multiplicity, keys) if k[1 + t] in wrong) / total_w
-                out[t, 2 * column + 1] = sum(m for m, k in zip(multiplicity, keys) if k[1 + t] in wrong) / sum(
-                    multiplicity)
+                out[t, 2 * column] = sum(count[i] for i in names if kind[t, i] in wrong) / total_w
+                out[t, 2 * column + 1] = sum(1 for i in names if kind[t, i] in wrong) / len(names)
         return out
 
-    return rates(size), np.stack([rates(row) for row in draws])
+    return rates(range(n)), np.stack([rates(row) for row in drawn])
 
 
-def test_cell_replicates_match_a_brute_force_name_bootstrap():
+@pytest.mark.parametrize("draws_per_chunk", [4_000_000, 7, 40, 41])
+def test_cell_replicates_match_a_brute_force_name_bootstrap(monkeypatch, draws_per_chunk):
+    """Also in chunks of 1 replicate (7 < 40 names), exactly 1, and 1 with a remainder: the chunked
+    draws are the stream of one call."""
+    monkeypatch.setattr(census_uncertainty, "_DRAWS_PER_CHUNK", draws_per_chunk)
     rng = np.random.default_rng(5)
     count = rng.integers(5, 12, size=40)
     kind = rng.choice(3, size=(3, 40), p=[0.6, 0.2, 0.2]).astype(np.int8)

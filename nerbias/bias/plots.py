@@ -118,15 +118,28 @@ def plot_ecdf(per_name: pd.DataFrame, names: NameList, column: str, path: str | 
     return path
 
 
+def census_panel_figure(width: float, height: float):
+    """The 2 x 3 census panels (weighted / unweighted x error types 1-3) with a suptitle, on fixed
+    margins: a constrained layout measured every tick label again and cost as much as the drawing
+    (the evaluation and the report draw 27 of these)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(width, height))
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(2, 3, sharex=True)
+    # Margins in inches (suptitle and two-line panel titles above, axis labels left and below).
+    figure.subplots_adjust(left=0.85 / width, right=1 - 0.2 / width, bottom=0.6 / height, top=1 - 0.95 / height,
+                           wspace=0.25, hspace=0.32)
+    return figure, axes
+
+
 def plot_census_errors(errors: pd.DataFrame, path: str | Path, template: int | None = None,
                        tagger: str | None = None) -> Path:
     """Write a PNG: columns = error types 1-3, rows = weighted / unweighted, female vs male per year.
 
     ``template`` picks one template of ``errors``; it may be None only if there is just one.
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     templates = sorted(errors["template"].unique().tolist())
     if template is None:
         if len(templates) != 1:
@@ -136,9 +149,7 @@ def plot_census_errors(errors: pd.DataFrame, path: str | Path, template: int | N
     if errors.empty:
         raise NerbiasError(f"no errors for template {template}; have {templates}")
 
-    figure = Figure(figsize=(15, 8), constrained_layout=True)
-    FigureCanvasAgg(figure)
-    axes = figure.subplots(2, 3, sharex=True)
+    figure, axes = census_panel_figure(15, 8)
     for row, suffix in enumerate(("w", "u")):
         for column, kind in enumerate(("type1", "type2", "type3")):
             axis = axes[row][column]

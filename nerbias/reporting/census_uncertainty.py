@@ -3,11 +3,10 @@
 ``bootstrap_census`` resamples the names of each (year, sex) with replacement, the same resampled
 names for every template (the templates score the same names: a paired design). The rates
 depend on a name only through its count and its outcome in each template (PERSON / other type /
-untagged), so names are pooled into classes of equal (count, outcomes) and a replicate is one
-multinomial draw of class multiplicities: exactly the name bootstrap, at the cost of the classes
-instead of the names. The B replicates of a (year, sex) are one weight matrix (B x classes), and
-the six rates of every template in all of them come from one product with the classes' error
-indicators (``cell_replicates``). Female and male names are drawn independently and the
+untagged), so names are pooled into classes of equal (count, outcomes): a replicate draws the year's names
+with replacement (uniform name indices) and counts the drawn names per class. The B replicates of
+a (year, sex) are one weight matrix (B x classes), and the six rates of every template in all of
+them come from one product with the classes' error indicators (``cell_replicates``). Female and male names are drawn independently and the
 female - male gap is taken replicate by replicate. Years are treated one at a time: a name
 recurs across years, so no across-year interval is made from these per-year draws.
 
@@ -16,6 +15,10 @@ per (year, sex) with nine templates). Each template's interval is the same name 
 way; sharing one draw per (year, sex) takes a ninth of the random draws, which were the report's
 cost, and makes the templates' replicates comparable. The same seed therefore gives other
 intervals than before, within Monte Carlo error (tests/test_census_arrays.py compares both).
+A replicate's names were first drawn as one multinomial draw of class multiplicities; they are
+now drawn as uniform name indices and counted per class, the same distribution (the name
+bootstrap) at a third of the cost, so again the same seed gives other intervals within Monte
+Carlo error.
 
 ``permutation_census`` (opt-in) shuffles the sex labels among a year's names, per template (a
 multivariate hypergeometric draw over (count, outcome) classes), as before: same seed, same
@@ -87,20 +90,26 @@ def _year_cells(outcomes: CensusOutcomes, years: Sequence[int] | None
     return out
 
 
+# Name draws per chunk of replicates (int64): keeps a chunk near 32 MB whatever the year's size.
+_DRAWS_PER_CHUNK = 4_000_000
+
+
 def cell_replicates(count: np.ndarray, kind: np.ndarray, rng: np.random.Generator, n_boot: int
                     ) -> tuple[np.ndarray, np.ndarray]:
     """The six rates (ERROR_COLUMNS order) of the names of one (year, sex) in every template, and of
     ``n_boot`` bootstrap replicates of those names: (templates, 6) and (n_boot, templates, 6).
 
-    ``count`` per name, ``kind`` (templates, names). A replicate resamples the names with replacement,
-    the same names for every template. Names are pooled into classes of equal (count, kind in every
-    template), sorted, and a replicate is one multinomial draw of class multiplicities (exactly the
-    name bootstrap); the sums behind all rates of all replicates are one product of that weight
-    matrix with the classes' indicators.
+    ``count`` per name, ``kind`` (templates, names). A replicate resamples the n names with
+    replacement, the same names for every template: ``rng.integers(0, n, (n_boot, n))``, row r the
+    names of replicate r (drawn in chunks of rows, the same stream as one call). Names are pooled into
+    classes of equal (count, kind in every template), so a replicate's sums are its class
+    multiplicities (a bincount of the drawn names' classes) times the classes' indicators: every
+    rate of every replicate is one product of that weight matrix with the indicator matrix.
     """
-    n_templates = kind.shape[0]
-    keys, size = np.unique(np.column_stack([count.astype(np.int64), kind.T.astype(np.int64)]), axis=0,
-                           return_counts=True)
+    n_templates, n = kind.shape[0], len(count)
+    keys, class_of_name, size = np.unique(np.column_stack([count.astype(np.int64), kind.T.astype(np.int64)]),
+                                          axis=0, return_inverse=True, return_counts=True)
+    class_of_name = class_of_name.ravel()
     weight = keys[:, :1].astype(np.float64)
     class_kind = keys[:, 1:]
     flags = np.stack([class_kind != PERSON_KIND, class_kind == OTHER_KIND, class_kind == UNTAGGED_KIND],
@@ -115,8 +124,15 @@ def cell_replicates(count: np.ndarray, kind: np.ndarray, rng: np.random.Generato
         unweighted = parts[..., 1, :] / sums[..., None, 1:2]
         return np.stack([weighted, unweighted], axis=-1).reshape(*sums.shape[:-1], n_templates, 6)
 
-    n = int(size.sum())
-    draws = rng.multinomial(n, size / n, size=n_boot).astype(np.float64)
+    n_classes = len(keys)
+    draws = np.empty((n_boot, n_classes))
+    rows_per_chunk = max(1, _DRAWS_PER_CHUNK // max(n, 1))
+    for first in range(0, n_boot, rows_per_chunk):
+        rows = min(rows_per_chunk, n_boot - first)
+        drawn_class = class_of_name[rng.integers(0, n, size=(rows, n))]
+        drawn_class += np.arange(rows)[:, None] * n_classes  # one bincount for all rows of the chunk
+        draws[first:first + rows] = np.bincount(drawn_class.ravel(), minlength=rows * n_classes).reshape(
+            rows, n_classes)
     return rates(size.astype(np.float64)), rates(draws)
 
 

@@ -19,7 +19,8 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from nerbias.bias.plots import (
-    CENSUS_ERROR_TITLES, CENSUS_WEIGHTINGS, GENDER_STYLES, OOV_STYLE, census_sentence, column_label, facet_style,
+    CENSUS_ERROR_TITLES, CENSUS_WEIGHTINGS, GENDER_STYLES, OOV_STYLE, census_panel_figure, census_sentence, column_label,
+    facet_style,
 )
 from nerbias.errors import CheckpointError, NerbiasError
 from nerbias.fileio import atomic_path
@@ -217,7 +218,7 @@ def _census_panels(boot: pd.DataFrame, template: int, axes):
 def plot_census_bands(boot: pd.DataFrame, path: str | Path, template: int, title: str | None = None) -> Path:
     """Per-year error rates of female and male names, 2 x 3 panels (weighted / unweighted x
     types 1-3), each with its bootstrap band: the census paper's figure with intervals."""
-    figure, axes = _figure(2, 3, 5, 3.4)
+    figure, axes = census_panel_figure(15, 6.8)
     for row, axis, kind, weighting, series in _census_panels(boot, template, axes):
         for sex, (label, color) in GENDER_STYLES.items():
             axis.fill_between(series["year"], series[f"{sex}_low"], series[f"{sex}_high"], color=color, alpha=0.2,
@@ -241,7 +242,7 @@ def _label_census_panel(axis, row: int, kind: str, weighting: str, ylabel: str) 
 def plot_census_gap(boot: pd.DataFrame, path: str | Path, template: int, title: str | None = None) -> Path:
     """Female - male gap of each error measure per year with its bootstrap band; above 0 means
     female names are mis-tagged more often."""
-    figure, axes = _figure(2, 3, 5, 3.4)
+    figure, axes = census_panel_figure(15, 6.8)
     for row, axis, kind, weighting, series in _census_panels(boot, template, axes):
         axis.fill_between(series["year"], series["gap_low"], series["gap_high"], color="tab:purple", alpha=0.25,
                           linewidth=0, label="95% interval")
