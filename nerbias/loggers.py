@@ -19,11 +19,15 @@ log = logging.getLogger(__name__)
 
 
 class NullLogger:
-    """``logger=none``: logs nothing."""
+    """``logger=none``: logs nothing. It takes the W&B logger's settings too and ignores them, so an
+    experiment that names its W&B project runs unchanged with ``logger=none``."""
 
     run = None
 
-    def __init__(self, config: Mapping[str, Any] | None = None, save_dir: str | Path | None = None): ...
+    def __init__(self, config: Mapping[str, Any] | None = None, save_dir: str | Path | None = None,
+                 project: str | None = None, mode: str | None = None, name: str | None = None,
+                 group: str | None = None, tags: list[str] | None = None, entity: str | None = None,
+                 job_type: str | None = None): ...
 
     def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None: ...
 

@@ -23,7 +23,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from nerbias.bias import census
 from nerbias.bias.names import load_names, substitution_pool
-from nerbias.bias.runner import run_bias_evaluation
+from nerbias.bias.name_profile import PROFILE_KEYS
+from nerbias.bias.runner import METRICS_KEYS, corpus_keys, run_bias_evaluation
 from nerbias.bias.taggers import CheckpointSlotTagger
 from nerbias.bias.types import corpus_label
 from nerbias.building import build
@@ -33,13 +34,14 @@ from nerbias.data.conll2003 import SPLIT_FILES, load_conll2003
 from nerbias.errors import NerbiasError
 from nerbias.fileio import RESOLVED_CONFIG, atomic_write_json, atomic_write_text, check_writable, remove_orphans
 from nerbias.loggers import NullLogger, build_logger, model_artifact_name
+from nerbias.models.bilstm_crf import TaggerConfig
 from nerbias.models.checkpoint import load_checkpoint
 from nerbias.reporting.pipeline import render_run_report
 from nerbias.reporting.report import ReportOptions
 from nerbias.scoring import score_splits
 from nerbias.training.augment import DEFAULT_ADVERSARIAL_CONTEXT, Augmentation
-from nerbias.training.trainer import Trainer
-from nerbias.validation import validate
+from nerbias.training.trainer import DATA_KEYS, TRAINER_KEYS, Trainer
+from nerbias.validation import check_config_keys, validate
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +85,40 @@ def name_labels(embeddings: DictConfig) -> dict[str, dict[str, str]] | None:
     targets = {"gender": names.gender_of, "race": names.race_of}
     labels = {target: {name: of[name] for name in evaluated} for target, of in targets.items() if of}
     return labels or {"group": {name: names.group_of[name] for name in evaluated}}
+
+
+# The keys the tasks read themselves: the top level, ``paths``, ``augment`` (build_augmentation),
+# beside the ``_target_`` parameters of ``embeddings``, ``tagger`` and ``logger`` their ``kind`` (a
+# label for runs and tables) and the embeddings' ``coverage_names``, and CoNLL-03 as a corpus.
+TOP_LEVEL_KEYS = ("task_name", "seed", "run_name", "run_tags", "sweep_id", "condition", "shards_dir", "merge_shards",
+                  "paths", "data", "embeddings", "model", "trainer", "augment", "logger", "bias_eval", "tagger",
+                  "corpus", "metrics", "name_profile")
+PATHS_KEYS = ("data_dir", "log_dir", "output_dir")
+AUGMENT_KEYS = ("lowercase", "names", "entity_mask", "adversarial", "adversarial_context", "name_pool", "ambiguity",
+                "pool_exclude")
+CONLL_KEYS = ("name", "paper", "data_dir", "splits", "lowercase_splits", "verify_sizes")
+BIAS_EVAL_KEYS = ("corpora", "lowercase", "tagger", "metrics", "name_profile", "report")
+
+
+def config_reads(cfg: DictConfig) -> dict[str, tuple[str, ...]]:
+    """Node by node, the keys the code that ``cfg`` runs reads besides the nodes' ``_target_``
+    parameters (validation.check_config_keys): any other key is read by nothing."""
+    def corpus(node: Any) -> tuple[str, ...]:
+        name = node.get("name") if isinstance(node, DictConfig) else None
+        return CONLL_KEYS if name == "conll2003" else corpus_keys(str(name))
+
+    model = tuple(TaggerConfig.__dataclass_fields__)
+    reads = {"": TOP_LEVEL_KEYS, "paths": PATHS_KEYS, "data": DATA_KEYS, "trainer": TRAINER_KEYS, "model": model,
+             "augment": AUGMENT_KEYS, "augment.ambiguity": tuple(AmbiguityRule.__dataclass_fields__),
+             "embeddings": ("kind", "coverage_names"), "tagger": ("kind",), "logger": ("kind",),
+             "metrics": METRICS_KEYS, "name_profile": PROFILE_KEYS, "bias_eval": BIAS_EVAL_KEYS,
+             "bias_eval.tagger": ("kind",), "bias_eval.metrics": METRICS_KEYS,
+             "bias_eval.name_profile": PROFILE_KEYS, "bias_eval.report": tuple(ReportOptions.__dataclass_fields__)}
+    if "corpus" in cfg:
+        reads["corpus"] = corpus(cfg.corpus)
+    for label, node in (OmegaConf.select(cfg, "bias_eval.corpora", default=None) or {}).items():
+        reads[f"bias_eval.corpora.{label}"] = corpus(node)
+    return reads
 
 
 def build_augmentation(cfg: DictConfig) -> Augmentation:
@@ -170,6 +206,7 @@ def run_training(cfg: DictConfig, output_dir: str | Path) -> dict[str, float]:
     on the bias corpora into ``<run dir>/bias/<corpus>[_lower]/``, logged to the same W&B run."""
     output_dir = Path(output_dir)
     validate(cfg, _command_line_overrides())
+    check_config_keys(cfg, config_reads(cfg))
     if cfg.get("bias_eval") and cfg.bias_eval.get("report"):  # its options (the ambiguity rule) before training
         ReportOptions(**OmegaConf.to_container(cfg.bias_eval.report, resolve=True))
     check_writable(output_dir / "checkpoints")  # before an epoch, not after it
@@ -245,6 +282,7 @@ def _use_model_artifact(cfg: DictConfig, logger: NullLogger) -> None:
 def run_evaluation(cfg: DictConfig, output_dir: str | Path) -> dict[str, Any]:
     output_dir = Path(output_dir)
     validate(cfg, _command_line_overrides())
+    check_config_keys(cfg, config_reads(cfg))
     check_writable(output_dir)
     if int(cfg.corpus.get("num_shards", 1)) > 1 and cfg.get("shards_dir"):
         check_writable(cfg.shards_dir)

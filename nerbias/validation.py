@@ -12,7 +12,7 @@ import importlib
 import math
 import re
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Collection, Iterable, Mapping
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
@@ -156,6 +156,59 @@ def check_targets(cfg: DictConfig) -> None:
                         raise ConfigError(f"{prefix}_target_={value!r}: {problem}")
                 elif key != "hydra":
                     walk(value, f"{prefix}{key}.")
+
+    walk(OmegaConf.to_container(cfg, resolve=False), "")
+
+
+def _target_parameters(target: Any) -> set[str] | None:
+    """The parameters ``target`` takes by name; None when it takes ``**kwargs`` (anything goes) or
+    cannot be imported here (``check_targets`` reports a misspelt one)."""
+    import inspect
+
+    from hydra.utils import get_object
+
+    try:
+        factory = get_object(target)
+        parameters = inspect.signature(factory).parameters
+    except Exception:  # noqa: BLE001 - an import failure is check_targets' or the build's to report
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return None
+    return {name for name, p in parameters.items() if p.kind is not inspect.Parameter.VAR_POSITIONAL}
+
+
+def check_config_keys(cfg: DictConfig, reads: Mapping[str, Collection[str]]) -> None:
+    """Stop at a key no code reads (a misspelt ``model.hiden_size`` in a YAML file would otherwise
+    leave the default in force and say nothing).
+
+    ``reads``: dotted path of a config node ("" for the top level) -> the keys the code that runs the
+    node reads from it. A node with a ``_target_`` also takes its target's parameters (``build``
+    passes them), wherever it sits; nodes neither named nor built (free-form values such as
+    ``embeddings.lstm`` overrides) are not checked.
+    """
+    def check(node: Mapping[str, Any], path: str) -> None:
+        accepted = set(reads.get(path, ()))
+        target = node.get("_target_")
+        if target is not None:
+            parameters = _target_parameters(target)
+            if parameters is None:
+                return
+            accepted |= parameters | {"_target_", "_partial_"}
+        unknown = sorted(key for key in node if key not in accepted)
+        if unknown:
+            where = f"{path}." if path else ""
+            group = f"the {path} group" if path else "the top level"
+            raise ConfigError(f"{where}{unknown[0]}: no code reads this key ({group} takes: "
+                              f"{', '.join(sorted(accepted))}); a typo, or a setting of another group?")
+
+    def walk(node: Any, path: str) -> None:
+        if not isinstance(node, Mapping):
+            return
+        if path in reads or "_target_" in node:
+            check(node, path)
+        for key, value in node.items():
+            if key != "hydra":
+                walk(value, f"{path}.{key}" if path else str(key))
 
     walk(OmegaConf.to_container(cfg, resolve=False), "")
 

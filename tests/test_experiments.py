@@ -43,7 +43,7 @@ def test_experiment_runs_in_smoke_size(experiment, tmp_path):
     (data_dir / "winogender" / "templates.tsv").write_text(TEMPLATES)
     (tmp_path / "names.csv").write_text(NAMES)
     out = tmp_path / "run"
-    probe = compose_config("train", [f"experiment={experiment}", "embeddings.path=x"])
+    probe = compose_config("train", [f"experiment={experiment}"])
     kind = probe.embeddings.kind
     overrides = [f"experiment={experiment}", f"paths.data_dir={data_dir}", f"paths.output_dir={out}", *TINY,
                  *TINY_EMBEDDINGS.get(kind, [])]

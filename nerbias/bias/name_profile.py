@@ -33,6 +33,7 @@ from nerbias.fileio import write_csv
 
 log = logging.getLogger(__name__)
 
+# The keys of the ``name_profile`` node (validation.check_config_keys stops a run with any other).
 PROFILE_KEYS = ("enabled", "conll_train")
 
 
@@ -52,9 +53,6 @@ def attach_profile(frame: pd.DataFrame, cfg: Any) -> pd.DataFrame:
     spec = cfg.get("name_profile") if hasattr(cfg, "get") else None
     if not spec:
         return frame
-    unknown = sorted(set(spec) - set(PROFILE_KEYS))
-    if unknown:
-        raise NerbiasError(f"name_profile: unknown key(s) {unknown} (known: {', '.join(PROFILE_KEYS)})")
     if not spec.get("enabled"):
         return frame
     train = read_conll(spec["conll_train"], scheme="iob1")

@@ -42,6 +42,20 @@ from nerbias.loggers import NullLogger
 log = logging.getLogger(__name__)
 
 
+# What this module reads from a corpus node besides its ``_target_``'s parameters: the evaluation
+# loop's settings (the census, built by no target, lists all of its own), the statistics' settings
+# (``metrics``; the name profile join's are name_profile.PROFILE_KEYS): validation.check_config_keys.
+CORPUS_LOOP_KEYS = ("name", "paper", "batch_size", "sample", "seed", "shard", "num_shards")
+CENSUS_KEYS = ("name", "paper", "batch_size", "ssa", "first_year", "last_year", "template", "lowercase",
+               "partial_person_is_person", "names", "pool_exclude")
+METRICS_KEYS = ("confidence_over", "confidence_bins", "exact_percentiles_max", "std_ddof")
+
+
+def corpus_keys(name: str) -> tuple[str, ...]:
+    """The keys the evaluation of corpus ``name`` reads besides its ``_target_``'s parameters."""
+    return CENSUS_KEYS if name == "census" else CORPUS_LOOP_KEYS
+
+
 def build_corpus(cfg: DictConfig, names: NameList) -> NameSubstitutionCorpus:
     """The name-substitution corpus of the ``corpus`` group's ``_target_``, filled with ``names``."""
     return build(cfg, names=names.names)

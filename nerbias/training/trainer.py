@@ -38,6 +38,12 @@ from nerbias.training.build import build_tagger
 log = logging.getLogger(__name__)
 
 
+# The keys this module reads from the ``data`` and ``trainer`` groups (validation.check_config_keys).
+DATA_KEYS = ("data_dir", "verify_sizes", "max_train_sentences", "max_eval_sentences")
+TRAINER_KEYS = ("batch_size", "eval_batch_size", "max_epochs", "patience", "grad_clip", "embedding_lr", "lr_decay",
+                "device", "resume", "optimizer")
+
+
 def load_data(cfg: Mapping[str, Any]) -> dict[str, list[Sentence]]:
     """CoNLL-03 splits from ``data.data_dir``: ``train`` (cut to ``max_train_sentences`` if set),
     whole ``dev`` and ``test``, and ``dev_epoch``, the part of dev scored after every epoch for early
