@@ -19,19 +19,19 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
+from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from nerbias.bias import census
 from nerbias.bias.names import load_names, substitution_pool
 from nerbias.bias.name_profile import PROFILE_KEYS
-from nerbias.bias.runner import METRICS_KEYS, corpus_keys, run_bias_evaluation
-from nerbias.bias.taggers import CheckpointSlotTagger
+from nerbias.bias.runner import EVALUATION_KEYS, METRICS_KEYS
 from nerbias.bias.types import corpus_label
 from nerbias.building import build
 from nerbias.data.ambiguity import AmbiguityRule, ambiguous_tokens
 from nerbias.data.conll import lowercased, read_conll
 from nerbias.data.conll2003 import SPLIT_FILES, load_conll2003
-from nerbias.errors import NerbiasError
+from nerbias.errors import CheckpointError, NerbiasError
 from nerbias.fileio import RESOLVED_CONFIG, atomic_write_json, atomic_write_text, check_writable, remove_orphans
 from nerbias.loggers import NullLogger, build_logger, model_artifact_name
 from nerbias.models.bilstm_crf import TaggerConfig
@@ -96,16 +96,21 @@ TOP_LEVEL_KEYS = ("task_name", "seed", "run_name", "run_tags", "sweep_id", "cond
 PATHS_KEYS = ("data_dir", "log_dir", "output_dir")
 AUGMENT_KEYS = ("lowercase", "names", "entity_mask", "adversarial", "adversarial_context", "name_pool", "ambiguity",
                 "pool_exclude")
-CONLL_KEYS = ("name", "paper", "data_dir", "splits", "lowercase_splits", "verify_sizes")
+CONLL_KEYS = ("name", "paper", "evaluate", "data_dir", "splits", "lowercase_splits", "verify_sizes")
 BIAS_EVAL_KEYS = ("corpora", "lowercase", "tagger", "metrics", "name_profile", "report")
 
 
 def config_reads(cfg: DictConfig) -> dict[str, tuple[str, ...]]:
     """Node by node, the keys the code that ``cfg`` runs reads besides the nodes' ``_target_``
     parameters (validation.check_config_keys): any other key is read by nothing."""
+    evaluation_keys = {**EVALUATION_KEYS, evaluate_conll: CONLL_KEYS}
+
     def corpus(node: Any) -> tuple[str, ...]:
-        name = node.get("name") if isinstance(node, DictConfig) else None
-        return CONLL_KEYS if name == "conll2003" else corpus_keys(str(name))
+        target = OmegaConf.select(node, "evaluate._target_", default=None) if isinstance(node, DictConfig) else None
+        try:
+            return evaluation_keys.get(get_object(target), ()) if target else ()
+        except Exception:  # noqa: BLE001 - a misspelt target: check_targets names it first
+            return ()
 
     model = tuple(TaggerConfig.__dataclass_fields__)
     reads = {"": TOP_LEVEL_KEYS, "paths": PATHS_KEYS, "data": DATA_KEYS, "trainer": TRAINER_KEYS, "model": model,
@@ -228,7 +233,7 @@ def run_training(cfg: DictConfig, output_dir: str | Path) -> dict[str, float]:
                     metrics.update(finished)
                 else:
                     atomic_write_text(run_dir / RESOLVED_CONFIG, resolved)
-                    metrics.update(run_bias_evaluation(eval_cfg, run_dir, logger))
+                    metrics.update(evaluate_corpus(eval_cfg, run_dir, logger))
                     release_memory()
                 bias_dirs.append(run_dir)
             if cfg.bias_eval.get("report"):
@@ -252,10 +257,16 @@ def _finished_evaluation(run_dir: Path, resolved: str) -> dict[str, Any] | None:
     return json.loads(metrics.read_text())["metrics"]
 
 
-def evaluate_conll(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
-    """Our checkpoint on CoNLL-03 dev / test: metrics.json plus prediction files per split."""
+def evaluate_corpus(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> dict[str, Any]:
+    """Score ``cfg.tagger`` on ``cfg.corpus`` with the evaluation the corpus names (``corpus.evaluate``:
+    the census, the paired probes, a name-substitution corpus, CoNLL-03)."""
+    return instantiate(cfg.corpus.evaluate)(cfg, Path(output_dir), logger)
+
+
+def evaluate_conll(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> dict[str, float]:
+    """``corpus=conll2003``: our checkpoint on CoNLL-03 dev / test: metrics.json plus prediction files per split."""
     slot_tagger = build(cfg.tagger)
-    if not isinstance(slot_tagger, CheckpointSlotTagger):
+    if not hasattr(slot_tagger, "tagger"):  # a NerTagger inside (CheckpointSlotTagger): CoNLL-03 scoring needs one
         raise NerbiasError(f"tagger={cfg.tagger.get('kind')} cannot be scored on CoNLL-03 (needs a checkpoint)")
     wanted = list(cfg.corpus.splits)
     lower = list(cfg.corpus.get("lowercase_splits") or [])
@@ -265,17 +276,20 @@ def evaluate_conll(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
     scored.update({f"{split}_lower": lowercased(splits[split]) for split in lower})
     metrics = score_splits(slot_tagger.tagger, scored, cfg.tagger.batch_size, output_dir)
     atomic_write_json(output_dir / "metrics.json", {"metrics": metrics, "checkpoint": str(cfg.tagger.path)})
+    logger.summary(metrics)
     return metrics
 
 
 def _use_model_artifact(cfg: DictConfig, logger: NullLogger) -> None:
-    """Lineage: an evaluation of one of our checkpoints consumes the model artifact its training logged."""
+    """Lineage: an evaluation whose tagger reads one of our checkpoints (``tagger.path``) consumes the
+    model artifact its training logged."""
     path = cfg.tagger.get("path")
-    if logger.run is None:  # no W&B run records lineage: spare reading the checkpoint
+    if logger.run is None or not path or not Path(str(path)).is_file():  # no W&B run records lineage, or no file
         return
-    if cfg.tagger.get("kind") != "checkpoint" or not path or not Path(str(path)).is_file():
+    try:
+        trained = load_checkpoint(path, mmap=True).get("config") or {}
+    except CheckpointError:  # another tagger's file (published predictions): not a model we trained
         return
-    trained = load_checkpoint(path, mmap=True).get("config") or {}
     logger.use_artifact(model_artifact_name(trained.get("run_name")), "model", path)
 
 
@@ -289,11 +303,7 @@ def run_evaluation(cfg: DictConfig, output_dir: str | Path) -> dict[str, Any]:
     logger = _logger(cfg, output_dir)
     try:
         _use_model_artifact(cfg, logger)
-        if cfg.corpus.name == "conll2003":
-            metrics = evaluate_conll(cfg, output_dir)
-            logger.summary(metrics)
-            return metrics
-        return run_bias_evaluation(cfg, output_dir, logger)
+        return evaluate_corpus(cfg, output_dir, logger)
     finally:
         logger.finish()
 

@@ -62,9 +62,9 @@ def run_evaluate(args, tmp_path, name):
 
 def test_winogender_and_insitu_outputs(trained, tmp_path):
     root, data_dir, checkpoint = trained
-    common = [f"tagger.path={checkpoint}", f"paths.data_dir={data_dir}", f"corpus.names={root / 'names.csv'}",
-              "++corpus.expected_templates=null"]  # the fixture's templates are not the published 120
-    out = run_evaluate(common + ["corpus=winogender", "corpus.sample=null", "corpus.batch_size=7"], tmp_path, "wino")
+    common = [f"tagger.path={checkpoint}", f"paths.data_dir={data_dir}", f"corpus.names={root / 'names.csv'}"]
+    winogender = ["corpus=winogender", "corpus.expected_templates=null"]  # the fixture's templates are not the published 120
+    out = run_evaluate(common + winogender + ["corpus.sample=null", "corpus.batch_size=7"], tmp_path, "wino")
     per_name = pd.read_csv(out / "per_name.csv")
     assert list(per_name.columns[:5]) == ["name", "group", "sentences", "recognised", "accuracy"]
     assert {"conf_min", "conf_p25", "conf_median", "conf_mean", "conf_std"} <= set(per_name.columns)
@@ -77,7 +77,7 @@ def test_winogender_and_insitu_outputs(trained, tmp_path):
         assert (out / image).stat().st_size > 1000
     assert (out / "label_breakdown.csv").exists()
 
-    lower = run_evaluate(common + ["corpus=winogender", "corpus.sample=40", "corpus.lowercase=true"], tmp_path, "lw")
+    lower = run_evaluate(common + winogender + ["corpus.sample=40", "corpus.lowercase=true"], tmp_path, "lw")
     assert json.loads((lower / "metrics.json").read_text())["sentences"] == 40
     assert any(key.startswith("winogender_lower/") for key in json.loads((lower / "metrics.json").read_text())["metrics"])
 

@@ -20,6 +20,7 @@ error. Labels are kept as published in ``census_labels.csv``.
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -27,7 +28,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from nerbias.bias.census import PERSON, SEXES, UNTAGGED, SsaTable, outcome_kinds
+from nerbias.bias.census import PERSON, SEXES, UNTAGGED, CensusOutcomes, SsaTable, outcome_kinds
 from nerbias.bias.types import BiasSentence
 from nerbias.errors import DataFormatError, NerbiasError
 
@@ -151,7 +152,7 @@ def label_table(table: SsaTable, codes: np.ndarray, vocabulary: Sequence[str], t
 class PublishedPredictions:
     """``tagger=precomputed``: a folder of published per-name census predictions of one template.
 
-    Not a sentence tagger: it labels the census benchmark's names only (``read``).
+    Not a sentence tagger: a census labeller (``label_census``), it labels the census benchmark's names only.
     """
 
     def __init__(self, path: str | Path, template: int = 4, name: str | None = None, format: str = "auto"):
@@ -168,6 +169,17 @@ class PublishedPredictions:
             raise NerbiasError(f"precomputed predictions {self.path} are for template {self.template}, "
                                f"not {template} (set corpus.template)")
         return read_published(self.path, table, self.format)
+
+    def label_census(self, table: SsaTable, templates: Sequence[int]) -> tuple[CensusOutcomes, pd.DataFrame, float]:
+        """The census outcomes of these predictions, their ``census_labels.csv`` rows and the seconds
+        spent reading them (the "tagger" time of a published labeller)."""
+        started = time.perf_counter()
+        coded = {template: self.read(table, template) for template in templates}
+        seconds = time.perf_counter() - started
+        outcomes = CensusOutcomes(table, tuple(sorted(coded)),
+                                  np.stack([published_kinds(*coded[template]) for template in sorted(coded)]))
+        labels = pd.concat([label_table(table, *coded[template], template) for template in coded], ignore_index=True)
+        return outcomes, labels, seconds
 
     def tag(self, sentences: Sequence[BiasSentence]):
         raise NerbiasError("tagger=precomputed holds census predictions only (use corpus=census)")

@@ -15,6 +15,7 @@ Outputs in the run directory (all written atomically):
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import time
@@ -26,7 +27,7 @@ import pandas as pd
 from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
-from nerbias.bias import census, published
+from nerbias.bias import census
 from nerbias.bias.corpora import NameSubstitutionCorpus, shard_bounds
 from nerbias.bias.name_profile import attach_profile
 from nerbias.bias.names import NameList, load_names
@@ -45,15 +46,10 @@ log = logging.getLogger(__name__)
 # What this module reads from a corpus node besides its ``_target_``'s parameters: the evaluation
 # loop's settings (the census, built by no target, lists all of its own), the statistics' settings
 # (``metrics``; the name profile join's are name_profile.PROFILE_KEYS): validation.check_config_keys.
-CORPUS_LOOP_KEYS = ("name", "paper", "batch_size", "sample", "seed", "shard", "num_shards")
-CENSUS_KEYS = ("name", "paper", "batch_size", "ssa", "first_year", "last_year", "template", "lowercase",
+CORPUS_LOOP_KEYS = ("name", "paper", "evaluate", "batch_size", "sample", "seed", "shard", "num_shards")
+CENSUS_KEYS = ("name", "paper", "evaluate", "batch_size", "ssa", "first_year", "last_year", "template", "lowercase",
                "partial_person_is_person", "names", "pool_exclude")
 METRICS_KEYS = ("confidence_over", "confidence_bins", "exact_percentiles_max", "std_ddof")
-
-
-def corpus_keys(name: str) -> tuple[str, ...]:
-    """The keys the evaluation of corpus ``name`` reads besides its ``_target_``'s parameters."""
-    return CENSUS_KEYS if name == "census" else CORPUS_LOOP_KEYS
 
 
 def build_corpus(cfg: DictConfig, names: NameList) -> NameSubstitutionCorpus:
@@ -304,6 +300,18 @@ def tag_census_names(tagger, table: census.SsaTable, templates: Sequence[int], c
     return labels, seconds
 
 
+def label_census_by_tagging(tagger, table: census.SsaTable, templates: Sequence[int], ccfg: DictConfig
+                            ) -> tuple[census.CensusOutcomes, pd.DataFrame, float]:
+    """A sentence tagger's census outcomes, ``census_labels.csv`` and seconds inside the tagger."""
+    log.info("census: %d distinct names x %d templates, each tagged once and reused across years",
+             len(table.names), len(templates))
+    labels, seconds = tag_census_names(tagger, table, templates, ccfg)
+    label_table = pd.DataFrame({"name": np.tile(table.names, len(templates)),
+                                "template": np.repeat(np.asarray(templates, dtype=np.int64), len(table.names)),
+                                "label": np.concatenate([labels[template] for template in templates])})
+    return census.CensusOutcomes.from_name_labels(table, labels), label_table, seconds
+
+
 def evaluate_census(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> dict[str, Any]:
     """The census benchmark with arrays: the SSA files read once into codes, each distinct name tagged
     once per template, the error types counted by grouped sums (census.CensusOutcomes.errors)."""
@@ -320,22 +328,9 @@ def evaluate_census(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> di
     templates = [int(ccfg.template)] if ccfg.get("template") else list(census.TEMPLATES)
     tagger = build(cfg.tagger)
     tagger_name = tagger.name
-    if isinstance(tagger, published.PublishedPredictions):
-        tag_started = time.perf_counter()
-        coded = {template: tagger.read(table, template) for template in templates}
-        tag_seconds = time.perf_counter() - tag_started
-        outcomes = census.CensusOutcomes(table, tuple(sorted(coded)), np.stack(
-            [published.published_kinds(*coded[template]) for template in sorted(coded)]))
-        label_table = pd.concat([published.label_table(table, *coded[template], template) for template in coded],
-                                ignore_index=True)
-    else:
-        log.info("census: %d distinct names x %d templates, each tagged once and reused across years",
-                 len(table.names), len(templates))
-        labels, tag_seconds = tag_census_names(tagger, table, templates, ccfg)
-        outcomes = census.CensusOutcomes.from_name_labels(table, labels)
-        label_table = pd.DataFrame({"name": np.tile(table.names, len(templates)),
-                                    "template": np.repeat(np.asarray(templates, dtype=np.int64), len(table.names)),
-                                    "label": np.concatenate([labels[template] for template in templates])})
+    # A census labeller (published predictions) labels the rows itself; a sentence tagger tags each name.
+    label = getattr(tagger, "label_census", None) or functools.partial(label_census_by_tagging, tagger, ccfg=ccfg)
+    outcomes, label_table, tag_seconds = label(table, templates)
     errors = outcomes.errors()
     scalars: dict[str, Any] = {}
     by_template = list(errors.groupby("template"))
@@ -406,14 +401,8 @@ def evaluate_probes(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> di
     return scalars
 
 
-def run_bias_evaluation(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> dict[str, Any]:
-    """The census benchmark (its own procedure: labels per distinct name, error types per year), the
-    paired probes (two corpora, two recalls), or a name-substitution corpus (slot outcomes counted per name)."""
-    if cfg.corpus.name == "census":
-        return evaluate_census(cfg, output_dir, logger)
-    if cfg.corpus.name == "probes":
-        return evaluate_probes(cfg, output_dir, logger)
-    return evaluate_names(cfg, output_dir, logger)
+# What each evaluation reads from its corpus node besides the node's ``_target_`` parameters (the
+# corpus object's): validation.check_config_keys, through tasks.config_reads.
+EVALUATION_KEYS = {evaluate_names: CORPUS_LOOP_KEYS, evaluate_probes: CORPUS_LOOP_KEYS, evaluate_census: CENSUS_KEYS}
 
-
-__all__ = ["run_bias_evaluation"]
+__all__ = ["EVALUATION_KEYS", "evaluate_census", "evaluate_names", "evaluate_probes"]
