@@ -1,6 +1,7 @@
 """The CRF maths against brute-force enumeration of every tag sequence."""
 
 import itertools
+import re
 import math
 
 import pytest
@@ -243,3 +244,115 @@ def test_constrained_crf_module_agrees_with_functions_and_never_decodes_illegal_
     assert (raw[~allowed_trans] == 0).all()
     alpha, beta, log_z = crf.forward_backward(emissions, mask)
     assert torch.allclose(log_z, crf.log_partition(emissions, mask), atol=1e-4)
+
+
+# ----------------------------------------------------------------------------- input validation
+
+PER_TAGS = ["O", "B-PER", "I-PER", "E-PER", "S-PER"]
+
+
+def valid_arguments():
+    """Arguments every public entry accepts: two sentences of 4 and 2 tokens, two spans, two slots."""
+    return {
+        "emissions": torch.randn(2, 4, len(PER_TAGS), generator=torch.Generator().manual_seed(0)),
+        "mask": torch.tensor([[True, True, True, True], [True, True, False, False]]),
+        "tags": torch.zeros(2, 4, dtype=torch.long),
+        "rows": torch.tensor([0, 1]),
+        "cols": torch.tensor([3, 1]),
+        "tag": PER_TAGS.index("S-PER"),
+        "span_rows": torch.tensor([0, 1]),
+        "spans": [Span(0, 2, "PER"), Span(1, 2, "PER")],
+        "messages": None,
+        "method": "forward_backward",
+    }
+
+
+def call_entry(crf, entry, arguments):
+    a = arguments
+    if entry == "forward":
+        return crf(a["emissions"], a["tags"], mask=a["mask"])
+    if entry == "decode":
+        return crf.decode(a["emissions"], a["mask"])
+    if entry == "marginal_at":
+        return crf.marginal_at(a["emissions"], a["mask"], a["rows"], a["cols"], a["tag"])
+    if entry == "span_log_confidences":
+        return crf.span_log_confidences(a["emissions"], a["mask"], a["span_rows"], a["spans"],
+                                        messages=a["messages"], method=a["method"])
+    return getattr(crf, entry)(a["emissions"], a["mask"])  # log_partition, viterbi, marginals, forward_backward
+
+
+ENTRIES = ["forward", "log_partition", "viterbi", "decode", "marginals", "forward_backward", "marginal_at",
+           "span_log_confidences"]
+FIRST_OFF = torch.tensor([[True, True, True, True], [False, True, False, False]])
+
+# (rule, entry, changed arguments, message fragment): one case per rule of ConstrainedCRF._validate.
+RULES = [
+    ("3-D", "viterbi", {"emissions": torch.randn(2, 4)}, "emissions must be 3-D [batch, time, tags], got shape (2, 4)"),
+    ("float", "viterbi", {"emissions": torch.zeros(2, 4, 5, dtype=torch.long)},
+     "emissions must be floating point, got torch.int64"),
+    ("num-tags", "viterbi", {"emissions": torch.randn(2, 4, 6)},
+     "emissions have 6 tags in their last dimension, this CRF has 5"),
+    ("timesteps", "viterbi", {"emissions": torch.randn(2, 0, 5), "mask": torch.ones(2, 0, dtype=torch.bool)},
+     "emissions must have at least one timestep, got shape (2, 0, 5)"),
+    ("tags-shape", "forward", {"tags": torch.zeros(2, 3, dtype=torch.long)},
+     "tags shape (2, 3) must equal emissions' [batch, time] (2, 4)"),
+    ("mask-shape", "viterbi", {"mask": torch.ones(3, 4, dtype=torch.bool)},
+     "mask shape (3, 4) must equal emissions' [batch, time] (2, 4)"),
+    ("device", "viterbi", {"mask": torch.ones(2, 4, dtype=torch.bool, device="meta")}, "mask is on meta, emissions on cpu"),
+    ("tags-dtype", "forward", {"tags": torch.zeros(2, 4, dtype=torch.int32)},
+     "tags must be torch.long (int64), got torch.int32"),
+    ("mask-dtype", "viterbi", {"mask": torch.ones(2, 4)}, "mask must be bool or uint8, got torch.float32"),
+    ("messages", "span_log_confidences", {"messages": (torch.zeros(2, 4, 5), torch.zeros(2, 4, 5), torch.zeros(3))},
+     "messages (alpha, beta, log_z) must have shapes (2, 4, 5) twice and (2,), got (2, 4, 5), (2, 4, 5), (3,)"),
+    ("first-timestep", "viterbi", {"mask": FIRST_OFF}, "mask of the first timestep must be on for every sequence"),
+    ("positions-shape", "marginal_at", {"cols": torch.tensor([0])},
+     "rows and cols must be 1-D of equal length, got shapes (2,) and (1,)"),
+    ("positions-dtype", "marginal_at", {"cols": torch.tensor([0.0, 1.0])},
+     "rows and cols must be signed integer tensors, got torch.int64 and torch.float32"),
+    ("tag-range", "marginal_at", {"tag": 5}, "tag 5 is out of range [0, 5)"),
+    ("row-range", "marginal_at", {"rows": torch.tensor([0, 2])}, "a row index is out of range [0, 2)"),
+    ("position-range", "marginal_at", {"cols": torch.tensor([4, 1])}, "a position is out of range [0, 4)"),
+    ("position-padding", "marginal_at", {"cols": torch.tensor([3, 2])}, "a position falls on a masked (padding) token"),
+    ("span-rows-shape", "span_log_confidences", {"span_rows": torch.tensor([0])},
+     "span_rows must be 1-D with one row per span (2), got (1,)"),
+    ("span-rows-dtype", "span_log_confidences", {"span_rows": torch.tensor([0.0, 1.0])},
+     "span_rows must be a signed integer tensor, got torch.float32"),
+    ("span-order", "span_log_confidences", {"spans": [Span(2, 2, "PER"), Span(1, 2, "PER")]},
+     "span (2, 2, 'PER') must satisfy 0 <= start < end"),
+    ("span-row-range", "span_log_confidences", {"span_rows": torch.tensor([0, 2])}, "a span row is out of range [0, 2)"),
+    ("span-end", "span_log_confidences", {"spans": [Span(0, 2, "PER"), Span(1, 3, "PER")]},
+     "a span ends after its sentence's last unmasked token"),
+]
+
+
+@pytest.mark.parametrize("entry,changes,message", [pytest.param(*case[1:], id=case[0]) for case in RULES])
+def test_each_input_rule_raises_its_message(entry, changes, message):
+    crf = ConstrainedCRF(PER_TAGS)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        call_entry(crf, entry, {**valid_arguments(), **changes})
+
+
+@pytest.mark.parametrize("method", ["forward_backward", "lattice"])
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_every_public_entry_checks_before_computing(entry, method):
+    crf = ConstrainedCRF(PER_TAGS)
+    arguments = {**valid_arguments(), "method": method}
+    call_entry(crf, entry, arguments)  # valid input passes
+    with pytest.raises(ValueError, match="mask of the first timestep must be on"):
+        call_entry(crf, entry, {**arguments, "mask": FIRST_OFF})
+    with pytest.raises(ValueError, match="emissions have 4 tags"):
+        call_entry(crf, entry, {**arguments, "emissions": arguments["emissions"][..., :4]})
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_uint8_mask_gives_the_bool_mask_result(entry):
+    crf = ConstrainedCRF(PER_TAGS)
+    arguments = valid_arguments()
+    as_bool = call_entry(crf, entry, arguments)
+    as_uint8 = call_entry(crf, entry, {**arguments, "mask": arguments["mask"].to(torch.uint8)})
+    if entry == "decode":
+        assert as_uint8 == as_bool
+        return
+    for got, expected in zip(as_uint8 if isinstance(as_uint8, tuple) else (as_uint8,),
+                             as_bool if isinstance(as_bool, tuple) else (as_bool,)):
+        assert torch.equal(got, expected)

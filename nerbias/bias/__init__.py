@@ -1,3 +1,12 @@
-"""Bias evaluation: name lists, the Winogender / In-Situ / census corpora, slot taggers (ours,
-spaCy, published predictions), per-name statistics, figures and the evaluation runner. Imports
-``data``, and ``models`` only from the tagger adapters; never ``training`` or ``reporting``."""
+"""Bias evaluation, one module per concept:
+
+- ``names``: name lists and each name's demographic group; ``name_profile``: each name's ambiguity profile.
+- ``corpora``: the Winogender and In-Situ corpora; ``census``: the census benchmark; ``probes``: paired
+  person / place probes.
+- ``types``: the data types these share; ``labels``: other taggers' label schemes read as ours.
+- ``taggers``: slot taggers for our checkpoints and spaCy; ``flair_tagger`` and ``transformers_tagger``:
+  Flair and Hugging Face models; ``published``: published census predictions.
+- ``statistics``: per-name and per-group metrics; ``plots``: the figures; ``runner``: the evaluation runs.
+
+Imports ``data`` and the top-level helpers (``fileio``, ``errors``, ``building``), and ``models`` only
+from the tagger adapters; never ``training`` or ``reporting``."""

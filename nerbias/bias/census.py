@@ -388,7 +388,7 @@ def attach_labels(ssa_frame: pd.DataFrame, labels: Mapping[str, str], template: 
 
 
 # ----------------------------------------------------------------------------------------------
-# Error rates and plots
+# Error rates (their figures: nerbias.bias.plots.plot_census_errors)
 
 
 PERSON_KIND, OTHER_KIND, UNTAGGED_KIND = 0, 1, 2  # a name's outcome: right, a type-2 error, a type-3 error

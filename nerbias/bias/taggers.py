@@ -1,8 +1,10 @@
 """Taggers that label the name slots of bias sentences.
 
 Each kind is one small class with ``name`` and ``tag(sentences) -> outcomes``
-(``nerbias.bias.types.SlotTagger``), built by the ``tagger`` config group's ``_target_``. Adding Stanza, Flair, a CoreNLP server or a Hugging Face
-pipeline means one more class that turns its entities into ``(start, end, type)`` spans.
+(``nerbias.bias.types.SlotTagger``), built by the ``tagger`` config group's ``_target_``. Here: our
+checkpoints (``CheckpointSlotTagger``) and spaCy (``SpacySlotTagger``); Flair and Hugging Face models
+have their own modules (``flair_tagger``, ``transformers_tagger``). Adding another (Stanza, a CoreNLP
+server) means one more class that turns its entities into ``(start, end, type)`` spans.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The tagger: word embedding (+ character CNN or character BiLSTM) -> BiLSTM -> constrained CRF.
 
 With ``TaggerConfig.elmo`` set, an ELMo token encoder (``nerbias.models.elmo``) replaces the word
-embedding and character CNN: its scalar mix of biLM layers is the BiLSTM's only input.
+embedding and character encoder: its scalar mix of biLM layers is the BiLSTM's only input.
 """
 
 from __future__ import annotations

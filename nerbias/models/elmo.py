@@ -4,8 +4,11 @@ Pipeline: characters -> char embeddings -> CNN with several widths (max-pooled) 
 -> linear projection (the context-independent layer) -> forward and backward stacked LSTMs with
 projections (the contextual layers) -> a learned scalar mix of all layers for the tagger.
 
-Every token, including names never seen in any corpus, is encoded from its UTF-8 bytes alone,
-which is why the paper finds ELMo the least biased of the embeddings it compares.
+Every token, including names never seen in any corpus, is encoded from its UTF-8 bytes alone.
+Mishra et al. (2020) credit this for ELMo being the least biased of the embeddings they compare;
+this project's ELMo-style model, trained on CoNLL-03 without the paper's large-corpus pretraining,
+came out the most biased and least accurate model of the mitigation study instead
+(docs/mitigation-study.md).
 
 Options use the layout of the official ``options.json`` (``char_cnn`` and ``lstm`` sections), and
 ``load_elmo`` reads the official ``weights.hdf5`` (TensorFlow bilm-tf layout). Two preset sizes:

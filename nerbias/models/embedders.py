@@ -4,7 +4,8 @@ A source knows how tokens are looked up (``lowercase``), which words it brings i
 vocabulary, and how to make the ``nn.Module`` that embeds tokens for ``BiLSTMCRFTagger``:
 
 - ``WordVectors`` (``embeddings=glove|conceptnet|random``): word vectors, pretrained from a file
-  through gensim (``source``) or trained from scratch (``source: null``), + the character CNN;
+  through gensim (``source``) or trained from scratch (``source: null``), + the character encoder
+  (``model.char_encoder``: a CNN by default, a BiLSTM with ``lstm``, or none);
 - ``ElmoEmbeddings`` (``embeddings=elmo``): the ELMo-style contextual encoder.
 
 Whatever a source reads is recorded in ``TaggerConfig`` (word_dim, or the ELMo options), so a
@@ -49,7 +50,8 @@ def effective_embedding_options(section: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class WordVectors:
-    """Word vectors (+ char CNN): pretrained from ``source``/``path``, or random when ``source`` is None."""
+    """Word vectors (+ the character encoder, CNN or BiLSTM): pretrained from ``source``/``path``, or random
+    when ``source`` is None."""
 
     def __init__(self, source: str | None = None, path: str | None = None, dim: int = 50, lowercase: bool = True,
                  freeze: bool = False, include_pretrained_vocab: bool = True, debias: str | None = None,

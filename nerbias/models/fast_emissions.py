@@ -2,9 +2,10 @@
 
 Two savings, neither of which changes a result beyond float rounding:
 
-* ``TokenFeatureCache``: a word + char-CNN model's BiLSTM input depends on the token alone,
-  so it is computed once per distinct token (names, template words) and then gathered by id.
-  Encoding a batch becomes one dict lookup per token: no character tensors, no CNN.
+* ``TokenFeatureCache``: a word + character model's BiLSTM input depends on the token alone
+  (the character CNN or character BiLSTM reads one word at a time), so it is computed once per
+  distinct token (names, template words) and then gathered by id. Encoding a batch becomes one
+  dict lookup per token: no character tensors, no character encoder.
 * ``shared_prefix_lstm``: sentences of one template agree everywhere except at the name
   slots. A left-to-right LSTM's states before a slot therefore depend only on the names in
   earlier slots, so each distinct prefix is run once and its states are shared; the
