@@ -169,11 +169,15 @@ class ElmoEmbeddings:
 
     def __init__(self, size: str = "small", options_file: str | None = None, weight_file: str | None = None,
                  pretrained_lm: str | None = None, char_cnn: Mapping | None = None, lstm: Mapping | None = None,
-                 freeze_lm: bool = False, dropout: float = 0.0, lowercase: bool = False):
+                 freeze_lm: bool = False, dropout: float = 0.0, lowercase: bool = False,
+                 include_pretrained_vocab: bool = False):
+        # include_pretrained_vocab is moot (no word vocabulary) and taken so that experiment=smoke, which
+        # turns it off for word vectors, composes with embeddings=elmo.
         self.spec = {"size": size, "options_file": options_file, "weight_file": weight_file,
                      "pretrained_lm": pretrained_lm, "char_cnn": char_cnn, "lstm": lstm, "freeze_lm": freeze_lm,
                      "dropout": dropout}
         self.lowercase = bool(lowercase)
+        self._encoder = None
 
     def vocabulary_words(self) -> list[str]:
         return []
@@ -182,16 +186,22 @@ class ElmoEmbeddings:
         return None  # every token is encoded from its characters: no vocabulary to miss a name
 
     def model_options(self) -> dict[str, Any]:
-        return {}
+        """The encoder's resolved options (``TaggerConfig.elmo``): they go into the checkpoint, which
+        rebuilds the encoder without the pretrained files."""
+        encoder = self._built()
+        return {"elmo": {"options": json.loads(json.dumps(encoder.bilm.options)),
+                         "freeze_lm": bool(encoder.freeze_lm), "dropout": float(encoder.dropout.p)}}
 
     def encoder(self):
         from nerbias.models.elmo import build_elmo_encoder
 
         return build_elmo_encoder(self.spec)
 
+    def _built(self):
+        """This source's encoder, built once (its options and the module must be the same one)."""
+        if self._encoder is None:
+            self._encoder = self.encoder()
+        return self._encoder
+
     def token_embedder(self, words: Vocabulary, chars: Vocabulary, config: TaggerConfig, seed: int = 0) -> nn.Module:
-        encoder = self.encoder()
-        # The resolved options go into the checkpoint: it rebuilds the encoder without the pretrained files.
-        config.elmo = {"options": json.loads(json.dumps(encoder.bilm.options)),
-                       "freeze_lm": bool(encoder.freeze_lm), "dropout": float(encoder.dropout.p)}
-        return encoder
+        return self._built()
