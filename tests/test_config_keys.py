@@ -31,6 +31,14 @@ SHIPPED = (
 )
 
 
+def test_pretrain_lm_config_has_only_keys_that_code_reads():
+    from nerbias.training.lm_pretraining import PRETRAIN_READS
+
+    check_config_keys(compose_config("pretrain_lm", []), PRETRAIN_READS)
+    with pytest.raises(ConfigError, match=r"^epoch: no code reads this key \(the top level takes: .*\bepochs\b"):
+        check_config_keys(compose_config("pretrain_lm", ["+epoch=3"]), PRETRAIN_READS)
+
+
 @pytest.mark.parametrize("config_name,overrides", SHIPPED, ids=[" ".join(o) for _, o in SHIPPED])
 def test_every_shipped_config_has_only_keys_that_code_reads(config_name, overrides):
     cfg = compose_config(config_name, overrides)

@@ -27,6 +27,7 @@ from nerbias.errors import DataFormatError
 from nerbias.fileio import atomic_write_json
 from nerbias.loggers import build_logger
 from nerbias.data.vocab import Vocabulary
+from nerbias.validation import check_config_keys
 
 log = logging.getLogger(__name__)
 BOS, EOS = "<s>", "</s>"
@@ -49,7 +50,14 @@ def read_text(path: str | Path) -> list[list[str]]:
     return sentences
 
 
+# The keys pretraining reads (validation.check_config_keys; the embeddings take their target's parameters).
+PRETRAIN_READS = {"": ("task_name", "seed", "run_name", "text", "max_sentences", "vocab_size", "epochs", "batch_size",
+                       "lr", "grad_clip", "paths", "embeddings", "logger"),
+                  "embeddings": ("kind",), "logger": ("kind",)}
+
+
 def pretrain(cfg: DictConfig, output_dir: str | Path) -> dict[str, Any]:
+    check_config_keys(cfg, PRETRAIN_READS)
     output_dir = Path(output_dir)
     torch.manual_seed(cfg.seed)
     generator = torch.Generator().manual_seed(cfg.seed)
