@@ -12,6 +12,7 @@ lightning-hydra-template's ``train.py`` / ``eval.py`` do.
 from __future__ import annotations
 
 import ctypes
+import functools
 import gc
 import json
 import logging
@@ -40,7 +41,8 @@ from nerbias.reporting.pipeline import render_run_report
 from nerbias.reporting.report import ReportOptions
 from nerbias.scoring import score_splits
 from nerbias.training.augment import DEFAULT_ADVERSARIAL_CONTEXT, Augmentation
-from nerbias.training.trainer import DATA_KEYS, TRAINER_KEYS, Trainer
+from nerbias.training.build import build_tagger
+from nerbias.training.trainer import DATA_KEYS, TRAINER_KEYS, Trainer, TrainerSettings, load_data
 from nerbias.validation import check_config_keys, validate
 
 log = logging.getLogger(__name__)
@@ -217,8 +219,14 @@ def run_training(cfg: DictConfig, output_dir: str | Path) -> dict[str, float]:
     check_writable(output_dir / "checkpoints")  # before an epoch, not after it
     logger = _logger(cfg, output_dir)
     try:
-        metrics = Trainer(cfg, output_dir, coverage_names=coverage_names(cfg.embeddings),
-                          augmentation=build_augmentation(cfg), name_labels=name_labels(cfg.embeddings)).fit(logger)
+        trainer = Trainer(TrainerSettings(**{key: value for key, value in OmegaConf.to_container(cfg.trainer, resolve=True)
+                                             .items() if key != "optimizer"}),
+                          optimizer=instantiate(cfg.trainer.optimizer),
+                          new_tagger=functools.partial(build_tagger, cfg, coverage_names=coverage_names(cfg.embeddings),
+                                                       name_labels=name_labels(cfg.embeddings)),
+                          output_dir=output_dir, seed=cfg.seed, run_config=OmegaConf.to_container(cfg, resolve=True),
+                          augmentation=build_augmentation(cfg), run_name=cfg.get("run_name"))
+        metrics = trainer.fit(load_data(cfg.data), logger)
         if cfg.get("bias_eval"):
             release_memory()  # the training's tables and optimiser states are garbage now: give them back
             checkpoint = output_dir / "checkpoints" / "best.pt"

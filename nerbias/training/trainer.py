@@ -13,11 +13,10 @@ import logging
 import math
 import time
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
-from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from nerbias.data.batching import iterate_batches
@@ -33,15 +32,33 @@ from nerbias.models.embedders import effective_embedding_options
 from nerbias.models.tagger import NerTagger, resolve_device
 from nerbias.scoring import calibration_table, evaluate_split, span_correctness, write_predictions
 from nerbias.training.augment import AUGMENT_PROBABILITIES, Augmentation, effective_augment_options
-from nerbias.training.build import build_tagger
 
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class TrainerSettings:
+    """The ``trainer`` group but its ``optimizer`` (which the task builds: a partial of a torch optimizer).
+    Values are checked by validation.RULES before any work."""
+
+    batch_size: int = 32
+    eval_batch_size: int = 256
+    max_epochs: int = 50
+    patience: int = 8            # early stopping: epochs without a dev F1 improvement
+    grad_clip: float | None = 5.0
+    embedding_lr: float | None = None
+    lr_decay: float | None = None
+    device: str = "auto"
+    resume: bool | str = False   # true: <run dir>/checkpoints/last.pt; or a checkpoint path
+
+    @property
+    def resuming(self) -> bool:
+        return self.resume not in (False, None, "false")
+
+
 # The keys this module reads from the ``data`` and ``trainer`` groups (validation.check_config_keys).
 DATA_KEYS = ("data_dir", "verify_sizes", "max_train_sentences", "max_eval_sentences")
-TRAINER_KEYS = ("batch_size", "eval_batch_size", "max_epochs", "patience", "grad_clip", "embedding_lr", "lr_decay",
-                "device", "resume", "optimizer")
+TRAINER_KEYS = (*TrainerSettings.__dataclass_fields__, "optimizer")
 
 
 def load_data(cfg: Mapping[str, Any]) -> dict[str, list[Sentence]]:
@@ -116,16 +133,17 @@ class TaggerOptimizer:
     ``lr / (1 + lr_decay * e)``; it is a function of the epoch alone, so a resumed run gets it right.
     """
 
-    def __init__(self, model: torch.nn.Module, tcfg: DictConfig):
+    def __init__(self, model: torch.nn.Module, settings: TrainerSettings,
+                 dense_optimizer: Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer]):
         words = getattr(model.embedder, "words", None)
         sparse = [words.weight] if words is not None and words.sparse and words.weight.requires_grad else []
         dense = [p for p in model.parameters() if p.requires_grad and all(p is not q for q in sparse)]
         self.dense_params = dense
-        self.grad_clip = tcfg.grad_clip
-        self.dense = instantiate(tcfg.optimizer)(dense)
-        lr = tcfg.get("embedding_lr") or tcfg.optimizer.lr
+        self.grad_clip = settings.grad_clip
+        self.dense = dense_optimizer(dense)
+        lr = settings.embedding_lr or self.dense.defaults["lr"]
         self.sparse = torch.optim.SparseAdam(sparse, lr=lr) if sparse else None
-        self.lr_decay = tcfg.get("lr_decay") or 0.0  # validated with the rest of the config
+        self.lr_decay = settings.lr_decay or 0.0
         self._base_lrs = [[group["lr"] for group in opt.param_groups] for opt in self._optimizers()]
 
     def _optimizers(self) -> list[torch.optim.Optimizer]:
@@ -161,25 +179,30 @@ class TaggerOptimizer:
 class Trainer:
     """``fit`` trains, checkpoints every epoch, stops early, then scores the best checkpoint.
 
-    ``coverage_names`` (name -> group) are evaluation names whose coverage by the pretrained
-    vocabulary is reported at the start (``embedding_coverage.json``); the caller supplies them,
-    so training knows nothing of name lists. When the vectors are normalised or de-biased, the
-    names' diagnostics (``debias_diagnostics.json``; the classifier predicts ``name_labels``: target ->
-    name -> label) are written at the start and completed from the best checkpoint's word table at the
-    end. ``augmentation`` (``nerbias.training.augment``) changes each epoch's training sentences; the
-    caller builds it, with its name pool, from ``augment``.
+    The task builds what the trainer runs and hands it over: ``settings`` (the ``trainer`` group),
+    ``optimizer`` (a partial of the dense parameters' torch optimizer), ``new_tagger`` (the training
+    sentences -> a new tagger and the names' coverage report, or None; ``training/build.build_tagger``),
+    ``augmentation`` (``nerbias.training.augment``: each epoch's training sentences) and the run's
+    resolved config (``run_config``), which goes into every checkpoint and must match a checkpoint
+    being resumed. The coverage report (``embedding_coverage.json``) and, for normalised or de-biased
+    vectors, the names' diagnostics (``debias_diagnostics.json``, completed from the best checkpoint's
+    word table at the end) are written at the start.
     """
 
-    def __init__(self, cfg: DictConfig, output_dir: str | Path, coverage_names: Mapping[str, str] | None = None,
-                 augmentation: Augmentation | None = None, name_labels: Mapping[str, Mapping[str, str]] | None = None):
-        self.cfg = cfg
-        self.coverage_names = coverage_names
-        self.name_labels = name_labels
+    def __init__(self, settings: TrainerSettings, optimizer: Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer],
+                 new_tagger: Callable[[Sequence[Sentence]], tuple[NerTagger, dict[str, Any] | None]],
+                 output_dir: str | Path, seed: int, run_config: Mapping[str, Any],
+                 augmentation: Augmentation | None = None, run_name: str | None = None):
+        self.settings = settings
+        self.optimizer = optimizer
+        self.new_tagger = new_tagger
+        self.seed = int(seed)
+        self.run_config = run_config
+        self.run_name = run_name
         self.augmentation = augmentation or Augmentation()
-        self.tcfg = cfg.trainer
         self.output_dir = Path(output_dir)
         self.checkpoint_dir = self.output_dir / "checkpoints"
-        self.device = resolve_device(self.tcfg.device)
+        self.device = resolve_device(settings.device)
 
     def _checkpoint_payload(self, tagger: NerTagger, optimizer, epoch: int, best_f1: float, best_epoch: int,
                             bad_epochs: int, history: list, shuffle_gen: torch.Generator) -> dict[str, Any]:
@@ -193,12 +216,12 @@ class Trainer:
             payload["trainer_state"]["cuda_rng"] = torch.cuda.get_rng_state_all()
         return payload
 
-    def fit(self, logger: NullLogger | None = None) -> dict[str, float]:
-        cfg, tcfg = self.cfg, self.tcfg
+    def fit(self, data: Mapping[str, list[Sentence]], logger: NullLogger | None = None) -> dict[str, float]:
+        """Train on ``data`` (``load_data``'s splits) from a new tagger, or continue the run's checkpoint."""
+        settings = self.settings
         logger = logger or NullLogger()
-        torch.manual_seed(cfg.seed)
-        shuffle_gen = torch.Generator().manual_seed(cfg.seed)
-        data = load_data(cfg.data)
+        torch.manual_seed(self.seed)
+        shuffle_gen = torch.Generator().manual_seed(self.seed)
         last_path = self.checkpoint_dir / "last.pt"
         start_epoch, best_f1, best_epoch, bad_epochs, history = 0, -math.inf, -1, 0, []
 
@@ -210,10 +233,10 @@ class Trainer:
                                    "with trainer.resume=true, or choose a new hydra.run.dir")
         if resume_from is not None:
             payload = load_checkpoint(resume_from)
-            check_same_run(payload.get("config") or {}, OmegaConf.to_container(cfg, resolve=True), resume_from)
+            check_same_run(payload.get("config") or {}, self.run_config, resume_from)
             tagger = NerTagger.from_state(payload, source=str(resume_from)).to(self.device)
         else:
-            tagger, names = build_tagger(cfg, data["train"], self.coverage_names, self.name_labels)
+            tagger, names = self.new_tagger(data["train"])
             tagger.to(self.device)
             diagnostics = names.pop("debias", None) if names is not None else None
             (self.output_dir / DIAGNOSTICS_FILE).unlink(missing_ok=True)  # none left from an earlier attempt
@@ -223,7 +246,7 @@ class Trainer:
                 atomic_write_json(self.output_dir / "embedding_coverage.json", names)
                 logger.summary({"embedding_names_found": names["found"], "embedding_names_missing": names["missing"]})
         model = tagger.model
-        optimizer = TaggerOptimizer(model, tcfg)
+        optimizer = TaggerOptimizer(model, settings, self.optimizer)
         if resume_from is not None:
             state = payload.get("trainer_state")
             if state is None:
@@ -239,11 +262,11 @@ class Trainer:
 
         n_params = sum(p.numel() for p in model.parameters())
         log.info("model: %d parameters on %s", n_params, self.device)
-        stop = bad_epochs >= tcfg.patience
+        stop = bad_epochs >= settings.patience
         epoch = start_epoch
         try:
-            epochs = tqdm(range(start_epoch, tcfg.max_epochs), desc="epochs", initial=start_epoch,
-                          total=tcfg.max_epochs)
+            epochs = tqdm(range(start_epoch, settings.max_epochs), desc="epochs", initial=start_epoch,
+                          total=settings.max_epochs)
             for epoch in epochs:
                 if stop:
                     break
@@ -251,9 +274,9 @@ class Trainer:
                 model.train()
                 optimizer.start_epoch(epoch)
                 total_loss, n_batches, n_sentences = 0.0, 0, 0
-                train = self.augmentation.epoch(data["train"], cfg.seed, epoch)
-                batches = iterate_batches(train, tagger.encoder, tcfg.batch_size, shuffle=True, generator=shuffle_gen)
-                total = math.ceil(len(train) / tcfg.batch_size)
+                train = self.augmentation.epoch(data["train"], self.seed, epoch)
+                batches = iterate_batches(train, tagger.encoder, settings.batch_size, shuffle=True, generator=shuffle_gen)
+                total = math.ceil(len(train) / settings.batch_size)
                 for batch in tqdm(batches, total=total, desc=f"epoch {epoch + 1}", leave=False):
                     batch = batch.to(self.device)
                     optimizer.zero_grad(set_to_none=True)
@@ -272,7 +295,7 @@ class Trainer:
                     raise NerbiasError(f"epoch {epoch + 1} had no training batches (empty training data?); "
                                        "nothing is written")
                 train_seconds = time.perf_counter() - started
-                dev_scores, _ = evaluate_split(tagger, data["dev_epoch"], tcfg.eval_batch_size,
+                dev_scores, _ = evaluate_split(tagger, data["dev_epoch"], settings.eval_batch_size,
                                                f"dev (epoch {epoch + 1})")
                 record = {"epoch": epoch + 1, "train_loss": total_loss / max(n_batches, 1), "dev_f1": dev_scores["f1"],
                           "dev_sentences": len(data["dev_epoch"]),  # what the early-stopping F1 covers
@@ -300,7 +323,7 @@ class Trainer:
                 log.info("epoch %d: loss %.4f, dev F1 %.4f (best %.4f at epoch %d), %.0f sentences/s",
                          epoch + 1, record["train_loss"], dev_scores["f1"], best_f1, best_epoch + 1,
                          record["train_sentences_per_second"])
-                stop = bad_epochs >= tcfg.patience
+                stop = bad_epochs >= settings.patience
                 if stop:
                     log.info("early stopping: no dev improvement for %d epochs", bad_epochs)
 
@@ -316,18 +339,17 @@ class Trainer:
         With no trainer state to continue from, the run starts again from scratch; being seeded, it
         rewrites the same best.pt and ends as an uninterrupted run would. best.pt must be this
         configuration's (else check_same_run refuses it)."""
-        if self.tcfg.get("resume", False) not in (True, "true") or [p.name for p in taken] != ["best.pt"]:
+        if self.settings.resume not in (True, "true") or [p.name for p in taken] != ["best.pt"]:
             return False
         best = taken[0]
-        check_same_run(load_checkpoint(best).get("config") or {}, OmegaConf.to_container(self.cfg, resolve=True),
-                       best)
+        check_same_run(load_checkpoint(best).get("config") or {}, self.run_config, best)
         log.info("%s without last.pt: the run was stopped during its first checkpoint write; starting again from "
                  "scratch (the same seed rewrites the same best.pt)", best)
         return True
 
     def _resume_path(self) -> Path | None:
-        resume = self.tcfg.get("resume", False)
-        if resume in (False, None, "false"):
+        resume = self.settings.resume
+        if not self.settings.resuming:
             return None
         path = self.checkpoint_dir / "last.pt" if resume in (True, "true") else Path(str(resume))
         if not path.is_file():
@@ -345,7 +367,7 @@ class Trainer:
             raise NerbiasError(f"{best_path}: no best checkpoint (did training run any epoch?)")
         tagger = NerTagger.load(best_path, device=str(self.device))
         record_trained_table(self.output_dir / DIAGNOSTICS_FILE, best_path)
-        batch_size = self.tcfg.eval_batch_size
+        batch_size = self.settings.eval_batch_size
         dev_scores, _ = evaluate_split(tagger, data["dev"], batch_size, "dev (best)")
         test_scores, test_predictions = evaluate_split(tagger, data["test"], batch_size, "test (best)",
                                                        confidences=True)
@@ -363,7 +385,7 @@ class Trainer:
         atomic_write_json(self.output_dir / "metrics.json", {"metrics": metrics, "history": history,
                                                              "code": code_version()})
         logger.summary(metrics)
-        logger.artifact(model_artifact_name(self.cfg.get("run_name")), "model", best_path)
+        logger.artifact(model_artifact_name(self.run_name), "model", best_path)
         log.info("test F1 %.4f (lower-cased %.4f, dev %.4f); metrics in %s", metrics["test_f1"],
                  metrics["test_lower_f1"], metrics["dev_f1"], self.output_dir / "metrics.json")
         return metrics
