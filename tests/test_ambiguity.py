@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import compose_config, make_tiny_conll, tiny_train_overrides, write_conll_file
+from helpers import compose_config, make_tiny_conll, tiny_train_overrides, write_conll_file
 from test_census import write_ssa
 from nerbias.bias.name_profile import attach_profile, main as profile_main, profile_frame
 from nerbias.bias.names import load_names

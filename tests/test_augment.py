@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import compose_config, tiny_train_overrides
+from helpers import compose_config, tiny_train_overrides
 from nerbias.bias.names import load_names, substitution_pool
 from nerbias.data.conll import Sentence
 from nerbias.data.tags import Span
@@ -151,7 +151,7 @@ def test_hard_debiasing_removes_the_bias_directions_exactly():
 
 
 def test_debiased_training_writes_the_diagnostic(tmp_path):
-    from conftest import make_tiny_conll
+    from helpers import make_tiny_conll
     from nerbias.tasks import run_training
 
     data_dir = make_tiny_conll(tmp_path / "data")

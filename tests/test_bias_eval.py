@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from conftest import compose_config, make_tiny_conll, run_script, tiny_train_overrides
+from helpers import compose_config, make_tiny_conll, run_script, tiny_train_overrides
 from nerbias.bias.taggers import CheckpointSlotTagger
 from nerbias.bias.types import BiasSentence, NameSlot
 from nerbias.models.tagger import NerTagger

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import SHARED_DATA
+from helpers import SHARED_DATA
 from nerbias.bias.types import NameSlot
 from nerbias.bias.census import (
     ERROR_COLUMNS, TEMPLATES, attach_labels, census_errors, census_sentences, distinct_names,

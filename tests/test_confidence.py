@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from conftest import compose_config, make_tiny_conll, tiny_train_overrides
+from helpers import compose_config, make_tiny_conll, tiny_train_overrides
 from nerbias.data.conll2003 import load_conll2003
 from nerbias.models.tagger import NerTagger, emissions_for
 from nerbias.tasks import run_training

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import compose_config, make_tiny_conll, tiny_train_overrides, write_conll_file
+from helpers import compose_config, make_tiny_conll, tiny_train_overrides, write_conll_file
 from nerbias.bias.names import load_names, substitution_pool
 from nerbias.data.ambiguity import AmbiguityRule, ambiguous_tokens, is_place, place_names
 from nerbias.data.batching import MASKED, NoisySentence, iterate_batches

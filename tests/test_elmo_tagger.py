@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from conftest import compose_config, tiny_train_overrides
+from helpers import compose_config, tiny_train_overrides
 from nerbias.models.elmo import ElmoTokenEncoder
 from nerbias.models.tagger import NerTagger
 from nerbias.tasks import run_training

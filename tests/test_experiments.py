@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import CONFIGS, compose_config, make_tiny_conll
+from helpers import CONFIGS, compose_config, make_tiny_conll
 from nerbias.tasks import run_training
 
 EXPERIMENTS = sorted(p.stem for p in (CONFIGS / "experiment").glob("*.yaml"))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import run_script
+from helpers import run_script
 from nerbias.bias.census import census_errors, read_ssa
 from nerbias.bias.published import PublishedPredictions, load_precomputed
 from nerbias.errors import DataFormatError, NerbiasError

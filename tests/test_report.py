@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import ROOT
+from helpers import ROOT
 from nerbias.bias import census, published
 from nerbias.bias.names import load_names
 from nerbias.bias.statistics import per_group, summary_scalars

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, compose_config, make_tiny_conll, run_script, tiny_train_overrides
+from helpers import ROOT, compose_config, make_tiny_conll, run_script, tiny_train_overrides
 from nerbias.errors import NerbiasError, run_or_exit
 from nerbias.models import checkpoint
 from nerbias.tasks import run_training

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from conftest import CONFIGS, ROOT, compose_config, make_tiny_conll, run_script, tiny_train_overrides
+from helpers import CONFIGS, ROOT, compose_config, make_tiny_conll, run_script, tiny_train_overrides
 from nerbias.reporting.aggregate import main as aggregate_main
 
 # One torch thread per job: two jobs share two cores; the default thread count makes them crawl.

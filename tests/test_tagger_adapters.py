@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
-from conftest import compose_config, make_tiny_conll, tiny_train_overrides
+from helpers import compose_config, make_tiny_conll, tiny_train_overrides
 from nerbias.bias.labels import canonical_tag
 from nerbias.bias.types import NONE, PARTIAL_PREFIX, RECOGNISED, BiasSentence, NameSlot
 from nerbias.errors import NerbiasError

@@ -11,7 +11,7 @@ import os
 import pytest
 import torch
 
-from conftest import ROOT, compose_config, make_tiny_conll, run_script, tiny_train_overrides
+from helpers import ROOT, compose_config, make_tiny_conll, run_script, tiny_train_overrides
 from nerbias.models.checkpoint import load_checkpoint
 from nerbias.errors import CheckpointError
 from nerbias.models.tagger import NerTagger

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from conftest import compose_config, tiny_train_overrides
+from helpers import compose_config, tiny_train_overrides
 from nerbias.loggers import WandbLogger, read_offline_run
 from nerbias.tasks import run_training
 
