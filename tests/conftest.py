@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping, NamedTuple
+from typing import Iterator, Mapping, NamedTuple
 
 import pytest
 import torch
@@ -26,7 +26,7 @@ class TinyRun(NamedTuple):
 
 
 @pytest.fixture(scope="session")
-def tiny_trained_run(tmp_path_factory) -> TinyRun:
+def tiny_trained_run(tmp_path_factory) -> Iterator[TinyRun]:
     """One tiny model trained once per session (tiny_train_overrides on the default tiny fixture, two
     epochs, one thread) for every test that only needs *a* trained checkpoint."""
     from nerbias.tasks import run_training
@@ -38,7 +38,14 @@ def tiny_trained_run(tmp_path_factory) -> TinyRun:
     with one_thread():
         metrics = run_training(compose_config("train", tiny_train_overrides(data_dir) +
                                               [f"paths.output_dir={run_dir}"]), run_dir)
-    return TinyRun(data_dir, run_dir, run_dir / "checkpoints" / "best.pt", MappingProxyType(dict(metrics)))
+    before = _listing(root)
+    yield TinyRun(data_dir, run_dir, run_dir / "checkpoints" / "best.pt", MappingProxyType(dict(metrics)))
+    # a test that wrote into the shared run would change what the tests after it read
+    assert _listing(root) == before, "a test wrote into tiny_trained_run's folders (copy them first)"
+
+
+def _listing(folder: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(folder.rglob("*"))}
 
 
 @pytest.fixture
