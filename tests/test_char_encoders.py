@@ -77,6 +77,7 @@ def test_configs_written_before_char_encoder_mean_the_same_model():
         check_same_run(run, {"seed": 1, "model": {**current, "char_encoder": "lstm"}}, "run")
 
 
+@pytest.mark.slow
 def test_char_lstm_model_config_trains_and_its_checkpoint_reloads(tiny_data_dir, tmp_path):
     out = tmp_path / "run"
     cfg = compose_config("train", tiny_train_overrides(tiny_data_dir) + [

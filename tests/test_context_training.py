@@ -178,6 +178,7 @@ def test_noise_vectors_survive_a_checkpoint_round_trip_and_old_checkpoints_still
     assert "mention_noise.weight" not in load_checkpoint(tmp_path / "old.pt")["model_state"]
 
 
+@pytest.mark.slow
 def test_adversarial_training_runs_and_checkpoints_its_noise_vectors(tiny_data_dir, tmp_path):
     """End to end on the tiny fixture (resuming a killed adversarial run: tests/test_training.py)."""
     from nerbias.tasks import run_training

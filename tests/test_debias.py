@@ -274,6 +274,7 @@ def test_bad_values_of_the_options_are_named_before_any_work(override, message):
     assert str(caught.value).startswith(message)
 
 
+@pytest.mark.slow
 def test_a_normalised_run_writes_the_diagnostics_and_measures_its_trained_table(tmp_path):
     from helpers import make_tiny_conll, tiny_train_overrides
     from nerbias.data.debias import bias_projection, subspace_of

@@ -11,6 +11,8 @@ import pytest
 from helpers import CONFIGS, compose_config, make_tiny_conll
 from nerbias.tasks import run_training
 
+pytestmark = pytest.mark.slow  # each experiment trained end to end
+
 EXPERIMENTS = sorted(p.stem for p in (CONFIGS / "experiment").glob("*.yaml"))
 TEMPLATES = ("occupation(0)\tother-participant(1)\tanswer\tsentence\n"
              "nurse\tpatient\t0\tThe $OCCUPATION told the $PARTICIPANT that $NOM_PRONOUN could pay with cash .\n")

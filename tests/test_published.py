@@ -99,6 +99,7 @@ def test_a_line_of_another_format_names_file_and_line(tmp_path, ssa):
         PublishedPredictions(folder, format="xml")
 
 
+@pytest.mark.slow
 def test_evaluate_reads_a_flair_folder_end_to_end(tmp_path):
     data = tmp_path / "data"
     (data / "ssa_names").mkdir(parents=True)

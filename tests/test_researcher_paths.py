@@ -17,6 +17,7 @@ from nerbias.bias.plots import OOV_STYLE, facet_style, plot_ecdf
 from nerbias.errors import NerbiasError
 
 
+@pytest.mark.slow
 def test_limited_early_stopping_still_scores_whole_splits(tiny_data_dir, tmp_path):
     from nerbias.tasks import run_training
 
