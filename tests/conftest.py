@@ -19,7 +19,7 @@ def tiny_data_dir(tmp_path: Path) -> Path:
 
 class TinyRun(NamedTuple):
     """The session's tiny trained run: read it, never write into it (copy it first)."""
-    data_dir: Path  # make_tiny_conll's default fixture, as tiny_data_dir writes it
+    data_dir: Path  # make_tiny_conll(sizes=(300, 30, 30)): read it, write corpora elsewhere
     run_dir: Path  # paths.output_dir of the run: metrics.json, predictions, checkpoints/
     checkpoint: Path  # run_dir / checkpoints / best.pt
     metrics: Mapping[str, float]  # what run_training returned
@@ -27,13 +27,15 @@ class TinyRun(NamedTuple):
 
 @pytest.fixture(scope="session")
 def tiny_trained_run(tmp_path_factory) -> Iterator[TinyRun]:
-    """One tiny model trained once per session (tiny_train_overrides on the default tiny fixture, two
-    epochs, one thread) for every test that only needs *a* trained checkpoint."""
+    """One tiny model trained once per session for the tests that need *a* trained checkpoint:
+    tiny_train_overrides (two epochs) on one thread, on 300 training sentences: enough to tag some
+    entities (trained on tiny_data_dir's 120 it tags none in test_confidence's sentences, and the
+    tests of span confidences would check nothing)."""
     from nerbias.tasks import run_training
     from nerbias.testing import one_thread
 
     root = tmp_path_factory.mktemp("tiny_trained_run")
-    data_dir = make_tiny_conll(root / "data")
+    data_dir = make_tiny_conll(root / "data", sizes=(300, 30, 30))
     run_dir = root / "run"
     with one_thread():
         metrics = run_training(compose_config("train", tiny_train_overrides(data_dir) +

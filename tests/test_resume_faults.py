@@ -40,10 +40,12 @@ def saved(out: Path) -> tuple[dict, list[dict]]:
 
 
 @pytest.fixture(scope="module")
-def reference(tiny_trained_run, one_thread):
-    """The tiny data and an uninterrupted run's saved results: the session's tiny run, which is ``train``
-    on the default tiny fixture, on one thread as this module's runs."""
-    return tiny_trained_run.data_dir, saved(tiny_trained_run.run_dir)
+def reference(tmp_path_factory, one_thread):
+    """The tiny data and an uninterrupted run's saved results."""
+    root = tmp_path_factory.mktemp("reference")
+    data_dir = make_tiny_conll(root / "data")
+    train(data_dir, root / "run")
+    return data_dir, saved(root / "run")
 
 
 # What the checkpoint folder holds after a kill at each moment of epoch 1's writes (best.pt, then last.pt):
