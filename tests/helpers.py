@@ -1,4 +1,4 @@
-"""What tests share besides fixtures: the repository's paths, tiny CoNLL files written by the tests,
+"""What tests share besides fixtures: the repository's paths, tiny CoNLL and SSA files written by the tests,
 composed Hydra configs, the tiny training overrides, and running an entry-point script.
 
 A plain module (``from helpers import ...``); the fixtures built on it live in conftest.py.
@@ -38,6 +38,15 @@ def make_tiny_conll(data_dir: Path, sizes=(120, 40, 40), seed: int = 0) -> Path:
     for name, size in zip(("eng.train", "eng.testa", "eng.testb"), sizes):
         write_conll_file(folder / name, [synthetic_sentence(rng) for _ in range(size)])
     return data_dir
+
+
+def write_ssa(folder: Path, files: dict[int, str | bytes], newline: str = "\n") -> Path:
+    """SSA baby-name files (yobYYYY.txt) of the given years, as the census benchmark reads them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for year, text in files.items():
+        data = text if isinstance(text, bytes) else text.replace("\n", newline).encode()
+        (folder / f"yob{year}.txt").write_bytes(data)
+    return folder
 
 
 def compose_config(config_name: str, overrides: list[str]):
