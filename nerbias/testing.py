@@ -61,7 +61,7 @@ def one_thread():
 
 
 def bio_sentences(n: int, seed: int = 0) -> list[tuple[list[str], list[str]]]:
-    """Synthetic sentences as (words, BIO labels): conftest's IOB1 entities, each opened by B-."""
+    """Synthetic sentences as (words, BIO labels): tests/helpers.py's IOB1 entities, each opened by B-."""
     rng = random.Random(seed)
     out = []
     for _ in range(n):

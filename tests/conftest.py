@@ -1,40 +1,15 @@
-"""Shared fixtures: tiny CoNLL files written by the tests, composed Hydra configs, real data."""
+"""Fixtures and hooks only; what tests import lives in helpers.py."""
 
 from __future__ import annotations
 
-import os
-import random
-import subprocess
-import sys
 from pathlib import Path
+from types import MappingProxyType
+from typing import Iterator, Mapping, NamedTuple
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
 
-from nerbias.testing import synthetic_sentence
-
-ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = ROOT / "configs"
-# The real data, found as the README says: $NERBIAS_DATA_DIR (the project's data directory), else the
-# ../shared/data folder beside the checkout (the layout CI uses). Tests that need it skip without it.
-SHARED_DATA = Path(os.environ.get("NERBIAS_DATA_DIR") or ROOT.parent / "shared" / "data")
-
-def write_conll_file(path: Path, sentences: list[list[tuple[str, str]]]) -> None:
-    lines = ["-DOCSTART- -X- O O", ""]
-    for sentence in sentences:
-        lines += [f"{token} NNP I-NP {tag}" for token, tag in sentence] + [""]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
-def make_tiny_conll(data_dir: Path, sizes=(120, 40, 40), seed: int = 0) -> Path:
-    rng = random.Random(seed)
-    folder = data_dir / "conll2003"
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, size in zip(("eng.train", "eng.testa", "eng.testb"), sizes):
-        write_conll_file(folder / name, [synthetic_sentence(rng) for _ in range(size)])
-    return data_dir
+from helpers import SHARED_DATA, compose_config, make_tiny_conll, tiny_train_overrides
 
 
 @pytest.fixture
@@ -42,25 +17,37 @@ def tiny_data_dir(tmp_path: Path) -> Path:
     return make_tiny_conll(tmp_path / "data")
 
 
-def compose_config(config_name: str, overrides: list[str]):
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        return compose(config_name=config_name, overrides=overrides, return_hydra_config=False)
+class TinyRun(NamedTuple):
+    """The session's tiny trained run: read it, never write into it (copy it first)."""
+    data_dir: Path  # make_tiny_conll(sizes=(300, 30, 30)): read it, write corpora elsewhere
+    run_dir: Path  # paths.output_dir of the run: metrics.json, predictions, checkpoints/
+    checkpoint: Path  # run_dir / checkpoints / best.pt
+    metrics: Mapping[str, float]  # what run_training returned
 
 
-def tiny_train_overrides(data_dir: Path, epochs: int = 2) -> list[str]:
-    """A seconds-long CPU run on the tiny fixture, with random word vectors and no logger."""
-    return [
-        "experiment=smoke", "embeddings=random", "logger=none", f"paths.data_dir={data_dir}",
-        "data.verify_sizes=false", f"trainer.max_epochs={epochs}", "trainer.device=cpu",
-        "model.lstm_hidden=16", "model.char_filters=8", "model.char_dim=8", "embeddings.dim=16",
-    ]
+@pytest.fixture(scope="session")
+def tiny_trained_run(tmp_path_factory) -> Iterator[TinyRun]:
+    """One tiny model trained once per session for the tests that need *a* trained checkpoint:
+    tiny_train_overrides (two epochs) on one thread, on 300 training sentences: enough to tag some
+    entities (trained on tiny_data_dir's 120 it tags none in test_confidence's sentences, and the
+    tests of span confidences would check nothing)."""
+    from nerbias.tasks import run_training
+    from nerbias.testing import one_thread
+
+    root = tmp_path_factory.mktemp("tiny_trained_run")
+    data_dir = make_tiny_conll(root / "data", sizes=(300, 30, 30))
+    run_dir = root / "run"
+    with one_thread():
+        metrics = run_training(compose_config("train", tiny_train_overrides(data_dir) +
+                                              [f"paths.output_dir={run_dir}"]), run_dir)
+    before = _listing(root)
+    yield TinyRun(data_dir, run_dir, run_dir / "checkpoints" / "best.pt", MappingProxyType(dict(metrics)))
+    # a test that wrote into the shared run would change what the tests after it read
+    assert _listing(root) == before, "a test wrote into tiny_trained_run's folders (copy them first)"
 
 
-def run_script(script: str, args: list[str], cwd: Path = ROOT, timeout: int = 600, env: dict | None = None):
-    full_env = {**os.environ, "WANDB_MODE": "disabled", "HYDRA_FULL_ERROR": "0", **(env or {})}
-    return subprocess.run([sys.executable, str(ROOT / script), *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=full_env)
+def _listing(folder: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(folder.rglob("*"))}
 
 
 @pytest.fixture

@@ -9,8 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import compose_config, make_tiny_conll, tiny_train_overrides, write_conll_file
-from test_census import write_ssa
+from helpers import compose_config, make_tiny_conll, write_conll_file, write_ssa
 from nerbias.bias.name_profile import attach_profile, main as profile_main, profile_frame
 from nerbias.bias.names import load_names
 from nerbias.bias.probes import PairedProbes, load_probe_templates, probe_tables
@@ -174,19 +173,19 @@ def test_probe_recalls_of_a_memorising_tagger(tmp_path):
     assert hf["accuracy"] == pytest.approx(0.5) and hf["place_recall"] == pytest.approx(0.5)
 
 
-def test_probes_evaluation_and_report_end_to_end(tmp_path, one_thread):
+@pytest.mark.slow
+def test_probes_evaluation_and_report_end_to_end(tmp_path, one_thread, tiny_trained_run):
     from nerbias.reporting.report import ReportOptions, render_report
-    from nerbias.tasks import run_evaluation, run_training
+    from nerbias.tasks import run_evaluation
 
-    data_dir = make_tiny_conll(tmp_path / "data", sizes=(200, 30, 30))
-    out = tmp_path / "train"
-    run_training(compose_config("train", tiny_train_overrides(data_dir, epochs=2) + [f"paths.output_dir={out}"]), out)
+    data_dir = make_tiny_conll(tmp_path / "data", sizes=(200, 30, 30))  # the corpora's, written into below
+    checkpoint = tiny_trained_run.checkpoint
     names_file = tmp_path / "names.csv"
     names_file.write_text("name,group\nMaria,Hispanic Female\nAnna,Hispanic Female\nPeter,White Male\n"
                           "John,White Male\nParis,Black Female\nEmily,Black Female\nZzq,OOV\n")
     for lowercase in (False, True):
         run_dir = tmp_path / f"probes{lowercase}"
-        cfg = compose_config("evaluate", [f"tagger.path={out / 'checkpoints' / 'best.pt'}", "corpus=probes",
+        cfg = compose_config("evaluate", [f"tagger.path={checkpoint}", "corpus=probes",
                                           f"paths.data_dir={data_dir}", f"corpus.names={names_file}", "logger=none",
                                           f"corpus.lowercase={str(lowercase).lower()}", "name_profile.enabled=true",
                                           f"paths.output_dir={run_dir}", "tagger.device=cpu"])
@@ -207,7 +206,7 @@ def test_probes_evaluation_and_report_end_to_end(tmp_path, one_thread):
     # the census: profile joined into census_labels.csv, type-2 errors split by sex and ambiguity in the report
     write_ssa(data_dir / "ssa_names", {1990: "Paris,F,50\nMaria,F,7\nPeter,M,40\n", 1991: "Paris,F,9\nJohn,M,30\n"})
     census_dir = tmp_path / "census"
-    cfg = compose_config("evaluate", [f"tagger.path={out / 'checkpoints' / 'best.pt'}", "corpus=census",
+    cfg = compose_config("evaluate", [f"tagger.path={checkpoint}", "corpus=census",
                                       "corpus.template=4", "corpus.first_year=1990", "corpus.last_year=1991",
                                       f"paths.data_dir={data_dir}", "logger=none", "name_profile.enabled=true",
                                       f"paths.output_dir={census_dir}", "tagger.device=cpu"])

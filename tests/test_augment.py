@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import compose_config, tiny_train_overrides
+from helpers import compose_config, tiny_train_overrides
 from nerbias.bias.names import load_names, substitution_pool
 from nerbias.data.conll import Sentence
 from nerbias.data.tags import Span
@@ -79,6 +79,7 @@ def test_the_pool_avoids_every_evaluation_name_and_its_halves_are_disjoint():
     assert substitution_pool(candidates, names.names, "train") == train  # deterministic
 
 
+@pytest.mark.slow
 def test_augmented_training_runs_resumes_identically_and_refuses_another_setting(tiny_data_dir, tmp_path):
     from nerbias.tasks import run_training
 
@@ -150,8 +151,9 @@ def test_hard_debiasing_removes_the_bias_directions_exactly():
     assert np.allclose(np.linalg.norm(debiased.vectors, axis=1), 1, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_debiased_training_writes_the_diagnostic(tmp_path):
-    from conftest import make_tiny_conll
+    from helpers import make_tiny_conll
     from nerbias.tasks import run_training
 
     data_dir = make_tiny_conll(tmp_path / "data")

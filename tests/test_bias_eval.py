@@ -5,11 +5,12 @@ import json
 import pandas as pd
 import pytest
 
-from conftest import compose_config, make_tiny_conll, run_script, tiny_train_overrides
+from helpers import compose_config, make_tiny_conll, run_script
 from nerbias.bias.taggers import CheckpointSlotTagger
 from nerbias.bias.types import BiasSentence, NameSlot
 from nerbias.models.tagger import NerTagger
-from nerbias.tasks import run_training
+
+pytestmark = pytest.mark.slow  # a trained checkpoint, evaluate.py end to end
 
 TEMPLATES = ("occupation(0)\tother-participant(1)\tanswer\tsentence\n"
              "nurse\tpatient\t0\tThe $OCCUPATION told the $PARTICIPANT that $NOM_PRONOUN could pay with cash .\n"
@@ -19,17 +20,14 @@ NAMES = "name,group,race,gender\nMaria,Hispanic Female,Hispanic,Female\nJose,His
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """A tiny trained checkpoint and its data directory (with Winogender files added)."""
+def trained(tmp_path_factory, tiny_trained_run):
+    """A tiny trained checkpoint (the session's) and a data directory with Winogender files added."""
     root = tmp_path_factory.mktemp("bias")
     data_dir = make_tiny_conll(root / "data", sizes=(300, 40, 60))
     (data_dir / "winogender").mkdir()
     (data_dir / "winogender" / "templates.tsv").write_text(TEMPLATES)
     (root / "names.csv").write_text(NAMES)
-    out = root / "run"
-    cfg = compose_config("train", tiny_train_overrides(data_dir, epochs=3) + [f"paths.output_dir={out}"])
-    run_training(cfg, out)
-    return root, data_dir, out / "checkpoints" / "best.pt"
+    return root, data_dir, tiny_trained_run.checkpoint
 
 
 def test_checkpoint_slot_tagger_agrees_with_viterbi_and_marginals(trained):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import SHARED_DATA
+from helpers import SHARED_DATA, write_ssa
 from nerbias.bias.types import NameSlot
 from nerbias.bias.census import (
     ERROR_COLUMNS, TEMPLATES, attach_labels, census_errors, census_sentences, distinct_names,
@@ -20,14 +20,6 @@ from nerbias.errors import DataFormatError, NerbiasError
 
 YOB1990 = "Mary,F,50\nNan,F,7\nNull,F,5\nJohn,M,40\nMary,M,6\n"
 YOB1991 = "Anna,F,9\nJohn,M,30\nLee,M,8\n"
-
-
-def write_ssa(folder: Path, files: dict[int, str | bytes], newline: str = "\n") -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    for year, text in files.items():
-        data = text if isinstance(text, bytes) else text.replace("\n", newline).encode()
-        (folder / f"yob{year}.txt").write_bytes(data)
-    return folder
 
 
 def write_zip(path: Path, files: dict[int, str], newline: str = "\r\n") -> Path:

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import SHARED_DATA, compose_config
+from helpers import SHARED_DATA, compose_config
 from nerbias.bias import census, published
 from nerbias.bias.runner import evaluate_census
 from nerbias.bias.types import SlotOutcome

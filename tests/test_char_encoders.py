@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import compose_config, tiny_train_overrides
+from helpers import compose_config, tiny_train_overrides
 from nerbias.data.conll import Sentence
 from nerbias.data.tags import Span
 from nerbias.errors import NerbiasError
@@ -77,6 +77,7 @@ def test_configs_written_before_char_encoder_mean_the_same_model():
         check_same_run(run, {"seed": 1, "model": {**current, "char_encoder": "lstm"}}, "run")
 
 
+@pytest.mark.slow
 def test_char_lstm_model_config_trains_and_its_checkpoint_reloads(tiny_data_dir, tmp_path):
     out = tmp_path / "run"
     cfg = compose_config("train", tiny_train_overrides(tiny_data_dir) + [
@@ -92,7 +93,7 @@ def test_char_lstm_model_config_trains_and_its_checkpoint_reloads(tiny_data_dir,
 
 
 def test_an_unknown_char_encoder_is_refused_by_name(tiny_data_dir, tmp_path):
-    from conftest import run_script
+    from helpers import run_script
 
     result = run_script("train.py", tiny_train_overrides(tiny_data_dir) + [
         "model.char_encoder=rnn", f"hydra.run.dir={tmp_path / 'run'}"])

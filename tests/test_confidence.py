@@ -3,15 +3,14 @@
 import pytest
 import torch
 
-from conftest import compose_config, make_tiny_conll, tiny_train_overrides
+from helpers import compose_config
 from nerbias.data.conll2003 import load_conll2003
 from nerbias.models.tagger import NerTagger, emissions_for
 from nerbias.tasks import run_training
 
 
-def train_smoke(data_dir, out, extra=()):
-    overrides = tiny_train_overrides(data_dir, epochs=2) if extra == "tiny" else [
-        "experiment=smoke", "logger=none", f"paths.data_dir={data_dir}", "trainer.device=cpu"]
+def train_smoke(data_dir, out):
+    overrides = ["experiment=smoke", "logger=none", f"paths.data_dir={data_dir}", "trainer.device=cpu"]
     cfg = compose_config("train", overrides + [f"paths.output_dir={out}"])
     run_training(cfg, out)
     return NerTagger.load(out / "checkpoints" / "best.pt")
@@ -39,9 +38,9 @@ def check_confidences(tagger, token_lists):
     return checked
 
 
-def test_tiny_trained_model_confidences(tmp_path):
-    data_dir = make_tiny_conll(tmp_path / "data", sizes=(300, 30, 30))
-    tagger = train_smoke(data_dir, tmp_path / "run", extra="tiny")
+@pytest.mark.slow
+def test_tiny_trained_model_confidences(tiny_trained_run):
+    tagger = NerTagger.load(tiny_trained_run.checkpoint)
     tokens = [["Maria", "visited", "Paris", "on", "Monday", "."], ["The", "Bank", "of", "Japan", "said", "Greg", "."],
               ["German", "fans", "met", "in", "Lima", "."], ["Ahmed", "told", "Emily", "that", "he", "could", "pay", "."]]
     assert check_confidences(tagger, tokens) > 0
@@ -49,6 +48,7 @@ def test_tiny_trained_model_confidences(tmp_path):
     assert all(0.0 <= p <= 1.0 for p in slot)
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_smoke_model_on_real_conll_test_sentences(shared_data, tmp_path):
     tagger = train_smoke(shared_data, tmp_path / "run")

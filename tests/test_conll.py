@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_script, tiny_train_overrides
+from helpers import run_script, tiny_train_overrides
 from nerbias.data.conll import read_conll
 from nerbias.data.conll2003 import EXPECTED_SIZES, load_conll2003
 from nerbias.errors import DataFormatError

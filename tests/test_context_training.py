@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import compose_config, make_tiny_conll, tiny_train_overrides, write_conll_file
+from helpers import compose_config, make_tiny_conll, tiny_train_overrides, write_conll_file
 from nerbias.bias.names import load_names, substitution_pool
 from nerbias.data.ambiguity import AmbiguityRule, ambiguous_tokens, is_place, place_names
 from nerbias.data.batching import MASKED, NoisySentence, iterate_batches
@@ -178,6 +178,7 @@ def test_noise_vectors_survive_a_checkpoint_round_trip_and_old_checkpoints_still
     assert "mention_noise.weight" not in load_checkpoint(tmp_path / "old.pt")["model_state"]
 
 
+@pytest.mark.slow
 def test_adversarial_training_runs_and_checkpoints_its_noise_vectors(tiny_data_dir, tmp_path):
     """End to end on the tiny fixture (resuming a killed adversarial run: tests/test_training.py)."""
     from nerbias.tasks import run_training

@@ -10,7 +10,7 @@ import pytest
 import torch
 from gensim.models import KeyedVectors
 
-from conftest import compose_config
+from helpers import compose_config
 from nerbias.data.debias import (equality_classes, equalised_sets, hard_debias, is_equalised, load_sets, normalized,
                                  unit_rows)
 from nerbias.data.debias_diagnostics import add_trained_stage, loo_accuracy, report, summary_row
@@ -274,8 +274,9 @@ def test_bad_values_of_the_options_are_named_before_any_work(override, message):
     assert str(caught.value).startswith(message)
 
 
+@pytest.mark.slow
 def test_a_normalised_run_writes_the_diagnostics_and_measures_its_trained_table(tmp_path):
-    from conftest import make_tiny_conll, tiny_train_overrides
+    from helpers import make_tiny_conll, tiny_train_overrides
     from nerbias.data.debias import bias_projection, subspace_of
     from nerbias.models.checkpoint import checkpoint_word_table
     from nerbias.tasks import run_training

@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from conftest import compose_config, tiny_train_overrides
+from helpers import compose_config, tiny_train_overrides
 from nerbias.models.elmo import ElmoTokenEncoder
 from nerbias.models.tagger import NerTagger
 from nerbias.tasks import run_training
@@ -33,6 +33,7 @@ def trained(tiny_data_dir, tmp_path):
     return out, metrics
 
 
+@pytest.mark.slow
 def test_elmo_tagger_trains_and_its_checkpoint_reloads(trained):
     out, metrics = trained
     saved = json.loads((out / "metrics.json").read_text())["metrics"]
@@ -90,6 +91,7 @@ def test_frozen_elmo_trains_only_the_mix_and_tagger(tiny_data_dir, tmp_path):
     assert not any(p.requires_grad for p in rebuilt.model.embedder.bilm.parameters())
 
 
+@pytest.mark.slow
 def test_pretrained_lm_is_learned_saved_and_used_by_the_tagger(tiny_data_dir, tmp_path):
     from nerbias.models.elmo import load_pretrained_lm
     from nerbias.training.lm_pretraining import pretrain

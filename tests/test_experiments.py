@@ -8,8 +8,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import CONFIGS, compose_config, make_tiny_conll
+from helpers import CONFIGS, compose_config, make_tiny_conll
 from nerbias.tasks import run_training
+
+pytestmark = pytest.mark.slow  # each experiment trained end to end
 
 EXPERIMENTS = sorted(p.stem for p in (CONFIGS / "experiment").glob("*.yaml"))
 TEMPLATES = ("occupation(0)\tother-participant(1)\tanswer\tsentence\n"

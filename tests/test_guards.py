@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import compose_config, make_tiny_conll, run_script, tiny_train_overrides
+from helpers import compose_config, make_tiny_conll, run_script, tiny_train_overrides
 from nerbias.bias.census import read_ssa
 from nerbias.bias.corpora import WinogenderCorpus
 from nerbias.bias.names import load_names
@@ -229,6 +229,7 @@ def test_orphan_temporary_files_are_removed_on_the_next_run(tmp_path):
 # ------------------------------------------------------------------------------------ run folders
 
 
+@pytest.mark.slow
 def test_run_directories_are_unique_and_a_fresh_run_refuses_anothers_checkpoint(tiny_data_dir, tmp_path):
     assert re.fullmatch(r"\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d_\d{6}-p\d+", run_id()) and str(os.getpid()) in run_id()
     out = tmp_path / "run"

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
-from conftest import compose_config, tiny_train_overrides
+from helpers import compose_config, tiny_train_overrides
 from nerbias.bias.census import read_ssa
 from nerbias.bias.names import load_names
 from nerbias.bias.statistics import NameStatistics

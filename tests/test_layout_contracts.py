@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import compose_config
+from helpers import compose_config
 from nerbias.bias.published import PublishedPredictions
 from nerbias.bias.corpora import WinogenderCorpus
 from nerbias.bias.taggers import SpacySlotTagger

@@ -8,7 +8,7 @@ import json
 import pandas as pd
 import pytest
 
-from conftest import CONFIGS, compose_config
+from helpers import CONFIGS, compose_config
 from nerbias.bias.census import select_names
 from nerbias.bias.names import load_names, substitution_pool
 from nerbias.errors import NerbiasError

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import run_script
+from helpers import run_script
 from nerbias.bias.census import census_errors, read_ssa
 from nerbias.bias.published import PublishedPredictions, load_precomputed
 from nerbias.errors import DataFormatError, NerbiasError
@@ -99,6 +99,7 @@ def test_a_line_of_another_format_names_file_and_line(tmp_path, ssa):
         PublishedPredictions(folder, format="xml")
 
 
+@pytest.mark.slow
 def test_evaluate_reads_a_flair_folder_end_to_end(tmp_path):
     data = tmp_path / "data"
     (data / "ssa_names").mkdir(parents=True)

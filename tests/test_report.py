@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import ROOT
+from helpers import ROOT
 from nerbias.bias import census, published
 from nerbias.bias.names import load_names
 from nerbias.bias.statistics import per_group, summary_scalars
@@ -283,6 +283,7 @@ def tiny_checkpoint(path: Path, words: list[str]) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_mishra_notebook_runs_headless(names_runs, tmp_path):
     root, names_path, runs = names_runs
     names = load_names(names_path)
@@ -309,6 +310,7 @@ def test_mishra_notebook_runs_headless(names_runs, tmp_path):
     assert set(pd.read_csv(out / "table5_winogender.csv")["model"]) == {"GloVe"}  # spaCy has no confidences
 
 
+@pytest.mark.slow
 def test_census_notebook_runs_headless(tmp_path):
     run_dir = write_census_run(tmp_path)
     out = tmp_path / "figures"

@@ -11,12 +11,13 @@ import sys
 import pandas as pd
 import pytest
 
-from conftest import ROOT, compose_config, tiny_train_overrides
+from helpers import ROOT, compose_config, tiny_train_overrides
 from nerbias.bias.names import NameList
 from nerbias.bias.plots import OOV_STYLE, facet_style, plot_ecdf
 from nerbias.errors import NerbiasError
 
 
+@pytest.mark.slow
 def test_limited_early_stopping_still_scores_whole_splits(tiny_data_dir, tmp_path):
     from nerbias.tasks import run_training
 
@@ -90,7 +91,7 @@ def test_spacy_pipelines_load_by_name_directory_or_package(tmp_path):
 
 
 def test_real_data_tests_find_the_data_through_nerbias_data_dir(tmp_path):
-    code = "import conftest; print(conftest.SHARED_DATA)"
+    code = "import helpers; print(helpers.SHARED_DATA)"
     env = {**os.environ, "NERBIAS_DATA_DIR": str(tmp_path), "PYTHONPATH": str(ROOT / "tests")}
     found = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
     assert found.stdout.strip() == str(tmp_path)

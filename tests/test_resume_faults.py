@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, compose_config, make_tiny_conll, run_script, tiny_train_overrides
+from helpers import ROOT, compose_config, make_tiny_conll, run_script, tiny_train_overrides
 from nerbias.errors import NerbiasError, run_or_exit
 from nerbias.models import checkpoint
 from nerbias.tasks import run_training
@@ -58,6 +58,7 @@ MOMENTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target, moment", list(MOMENTS))
 def test_a_kill_at_any_moment_of_the_first_checkpoint_write_resumes_to_the_uninterrupted_metrics(
         reference, tmp_path, monkeypatch, target, moment):
@@ -86,6 +87,7 @@ def test_a_kill_at_any_moment_of_the_first_checkpoint_write_resumes_to_the_unint
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["best.pt", "last.pt"]  # orphans gone
 
 
+@pytest.mark.slow
 def test_a_lone_best_pt_needs_resume_and_must_be_this_configurations(reference, tmp_path):
     data_dir, _ = reference
     out = tmp_path / "run"
@@ -98,6 +100,7 @@ def test_a_lone_best_pt_needs_resume_and_must_be_this_configurations(reference, 
         train(data_dir, out, ["trainer.resume=true", "seed=7"])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
 def test_a_full_disk_at_the_first_last_pt_is_one_sentence_and_the_rerun_finishes(reference, tmp_path, monkeypatch,
                                                                                   capsys):
@@ -138,6 +141,7 @@ def test_a_failed_write_of_the_temporary_file_is_the_same_sentence(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_ctrl_c_is_one_line_exit_130_and_the_run_resumes(reference, tmp_path, monkeypatch, capsys):
     data_dir, expected = reference
     out = tmp_path / "run"
@@ -161,6 +165,7 @@ def test_ctrl_c_is_one_line_exit_130_and_the_run_resumes(reference, tmp_path, mo
     assert saved(out) == expected
 
 
+@pytest.mark.slow
 def test_sigint_to_a_training_process_stops_it_in_one_line(tmp_path):
     data_dir = make_tiny_conll(tmp_path / "data", sizes=(800, 40, 40))
     run_dir = tmp_path / "run"

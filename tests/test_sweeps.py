@@ -13,7 +13,7 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from conftest import CONFIGS, ROOT, compose_config, make_tiny_conll, run_script, tiny_train_overrides
+from helpers import CONFIGS, ROOT, compose_config, make_tiny_conll, run_script, tiny_train_overrides
 from nerbias.reporting.aggregate import main as aggregate_main
 
 # One torch thread per job: two jobs share two cores; the default thread count makes them crawl.
@@ -41,6 +41,7 @@ def sweep(tmp_path_factory):
     return sweep_dir, data_dir
 
 
+@pytest.mark.slow
 def test_submitit_sweep_runs_every_job_in_its_own_dir_with_resume_and_a_sweep_group(sweep):
     sweep_dir, _ = sweep
     for number, seed in ((0, 1), (1, 2)):
@@ -61,6 +62,7 @@ def test_logger_group_is_the_sweep_id_and_empty_in_single_runs():
     assert compose_config("evaluate", ["logger=wandb"]).logger.group is None  # no sweep_id key there
 
 
+@pytest.mark.slow
 def test_aggregate_reports_mean_and_std_over_seeds(sweep):
     sweep_dir, _ = sweep
     first, second = (read_metrics(sweep_dir / n)["metrics"] for n in ("0", "1"))
@@ -82,6 +84,7 @@ def test_aggregate_reports_mean_and_std_over_seeds(sweep):
     assert line in (sweep_dir / "aggregate.md").read_text()
 
 
+@pytest.mark.slow
 def test_a_rerun_of_the_sweep_dir_resumes_each_job_from_its_last_checkpoint(sweep, tmp_path):
     """The same sweep rerun (here through joblib, with one more epoch) continues instead of restarting."""
     sweep_dir, data_dir = sweep
@@ -111,6 +114,7 @@ def child_pids(pid: int) -> list[int]:
     return children
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the job process through /proc")
 def test_a_preempted_job_is_requeued_and_resumes_from_its_last_checkpoint(tmp_path):
     """Send the job the preemption signal after epoch 1: submitit calls the launcher's checkpoint(), requeues

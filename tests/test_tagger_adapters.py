@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
-from conftest import compose_config, make_tiny_conll, tiny_train_overrides
+from helpers import compose_config
 from nerbias.bias.labels import canonical_tag
 from nerbias.bias.types import NONE, PARTIAL_PREFIX, RECOGNISED, BiasSentence, NameSlot
 from nerbias.errors import NerbiasError
@@ -26,15 +26,10 @@ SENTENCES = [
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
+def models(tmp_path_factory, tiny_trained_run):
+    """Tiny trained models of each kind: ours is the session's tiny run; BERT and Flair train here."""
     root = tmp_path_factory.mktemp("adapters")
-    out = {"bert": tiny_bert(root / "bert")}
-    data_dir = make_tiny_conll(root / "data", sizes=(200, 30, 30))
-    run = root / "run"
-    from nerbias.tasks import run_training
-    with one_thread():
-        run_training(compose_config("train", tiny_train_overrides(data_dir, epochs=2) + [f"paths.output_dir={run}"]), run)
-    out["checkpoint"] = run / "checkpoints" / "best.pt"
+    out = {"bert": tiny_bert(root / "bert"), "checkpoint": tiny_trained_run.checkpoint}
     try:
         import flair  # noqa: F401
     except ImportError:
@@ -71,6 +66,7 @@ def valid_label(label: str) -> bool:
     return label in (RECOGNISED, NONE) or label.startswith(PARTIAL_PREFIX) or label.isalpha()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ADAPTERS)
 def test_every_adapter_keeps_the_slot_tagger_contract(kind, models):
     with one_thread():
@@ -98,6 +94,7 @@ def same(a, b):
     assert np.allclose([o.confidence or 0 for o in a], [o.confidence or 0 for o in b], atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ADAPTERS)
 def test_a_model_that_cannot_load_is_one_clear_error(kind, models, tmp_path):
     broken = tmp_path / "broken"
@@ -113,6 +110,7 @@ def test_a_model_that_cannot_load_is_one_clear_error(kind, models, tmp_path):
         assert str(path.name) in str(error.value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["transformers", "flair"])
 def test_empty_words_are_input_errors(kind, models):
     tagger = build(kind, models)
@@ -120,6 +118,7 @@ def test_empty_words_are_input_errors(kind, models):
         tagger.tag([BiasSentence(("Greg", "", "left"), (NameSlot(0, "Greg"),))])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["transformers", "flair"])
 def test_the_tiny_third_party_models_find_names(kind, models):
     sentences = [BiasSentence(tuple(words), tuple(NameSlot(i, words[i]) for i, tag in enumerate(tags) if tag == "B-PER"
@@ -135,6 +134,7 @@ def test_the_tiny_third_party_models_find_names(kind, models):
         if not all(o.recognised for o in flat) else confidence.mean() > 0.5
 
 
+@pytest.mark.slow
 def test_a_words_label_and_confidence_are_its_first_sub_tokens(models):
     from transformers import AutoModelForTokenClassification, AutoTokenizer
 
@@ -172,6 +172,7 @@ def test_labels_without_a_person_or_of_no_scheme_are_refused():
         canonical_labels({0: "O", 1: "B-PER x"})
 
 
+@pytest.mark.slow
 def test_words_beyond_the_length_limit_are_an_error_or_counted(models):
     from nerbias.bias.transformers_tagger import TransformersSlotTagger
 
@@ -196,6 +197,7 @@ def test_a_hub_id_offline_fails_at_once_with_what_to_do(monkeypatch, tmp_path):
     assert time.monotonic() - started < 20
 
 
+@pytest.mark.slow
 def test_flair_refuses_hub_names(models):
     if "flair" not in models:
         pytest.skip("the flair extra is not installed")
@@ -204,6 +206,7 @@ def test_flair_refuses_hub_names(models):
         load_flair_tagger("ner-fast")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["transformers", "flair"])
 def test_evaluate_runs_them_on_a_corpus_sharded_and_lower_cased(kind, models, tmp_path):
     from nerbias.tasks import run_evaluation

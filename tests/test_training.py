@@ -1,6 +1,7 @@
 """End-to-end training on tiny fixtures: outputs, checkpoints, determinism, kill and resume."""
 
 import json
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -11,7 +12,7 @@ import os
 import pytest
 import torch
 
-from conftest import ROOT, compose_config, make_tiny_conll, run_script, tiny_train_overrides
+from helpers import ROOT, compose_config, make_tiny_conll, run_script, tiny_train_overrides
 from nerbias.models.checkpoint import load_checkpoint
 from nerbias.errors import CheckpointError
 from nerbias.models.tagger import NerTagger
@@ -23,9 +24,9 @@ def train_in_process(data_dir: Path, output_dir: Path, extra: list[str] = ()) ->
     return run_training(cfg, output_dir)
 
 
-def test_run_directory_has_metrics_checkpoints_and_predictions(tiny_data_dir, tmp_path):
-    out = tmp_path / "run"
-    metrics = train_in_process(tiny_data_dir, out)
+@pytest.mark.slow
+def test_run_directory_has_metrics_checkpoints_and_predictions(tiny_trained_run):
+    out, metrics = tiny_trained_run.run_dir, tiny_trained_run.metrics
     saved = json.loads((out / "metrics.json").read_text())["metrics"]
     assert saved == pytest.approx(metrics)
     for key in ("dev_f1", "test_f1", "test_f1_PER", "test_f1_LOC", "test_f1_ORG", "test_f1_MISC"):
@@ -41,6 +42,7 @@ def test_run_directory_has_metrics_checkpoints_and_predictions(tiny_data_dir, tm
     assert header.split("\t") == ["sentence", "start", "end", "label", "confidence", "text"]
 
 
+@pytest.mark.slow
 def test_same_seed_same_metrics_and_a_checkpoint_reloads_to_the_same_predictions(tiny_data_dir, tmp_path):
     first = train_in_process(tiny_data_dir, tmp_path / "a")
     second = train_in_process(tiny_data_dir, tmp_path / "b")
@@ -75,6 +77,7 @@ def test_pickled_objects_are_never_loaded(tmp_path):
         load_checkpoint(path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("augment", [[], ["augment.adversarial=0.3"]], ids=["plain", "adversarial"])
 def test_killed_training_resumes_to_the_same_metrics(tmp_path, augment):
     data_dir = make_tiny_conll(tmp_path / "data", sizes=(800, 40, 40))
@@ -106,14 +109,14 @@ def test_killed_training_resumes_to_the_same_metrics(tmp_path, augment):
     assert [h["train_loss"] for h in got["history"]] == [h["train_loss"] for h in expected["history"]]
 
 
-def test_evaluate_cli_scores_a_checkpoint_and_rejects_foreign_files(tiny_data_dir, tmp_path):
-    train_in_process(tiny_data_dir, tmp_path / "run")
-    checkpoint = tmp_path / "run" / "checkpoints" / "best.pt"
+@pytest.mark.slow
+def test_evaluate_cli_scores_a_checkpoint_and_rejects_foreign_files(tiny_trained_run, tmp_path):
+    tiny_data_dir, checkpoint = tiny_trained_run.data_dir, tiny_trained_run.checkpoint
     result = run_script("evaluate.py", [f"tagger.path={checkpoint}", f"paths.data_dir={tiny_data_dir}",
                                         "corpus.verify_sizes=false", "logger=none", f"hydra.run.dir={tmp_path / 'ev'}"])
     assert result.returncode == 0, result.stderr[-2000:]
     metrics = json.loads((tmp_path / "ev" / "metrics.json").read_text())["metrics"]
-    trained = json.loads((tmp_path / "run" / "metrics.json").read_text())["metrics"]
+    trained = json.loads((tiny_trained_run.run_dir / "metrics.json").read_text())["metrics"]
     assert metrics["test_f1"] == pytest.approx(trained["test_f1"])
     assert metrics["dev_f1"] == pytest.approx(trained["dev_f1"])
     assert (tmp_path / "ev" / "dev_predictions.conll").exists()
@@ -126,15 +129,17 @@ def test_evaluate_cli_scores_a_checkpoint_and_rejects_foreign_files(tiny_data_di
     assert "not a nerbias checkpoint" in result.stderr + result.stdout
 
 
-def test_resuming_refuses_a_checkpoint_of_another_configuration(tiny_data_dir, tmp_path):
+@pytest.mark.slow
+def test_resuming_refuses_a_checkpoint_of_another_configuration(tiny_trained_run, tmp_path):
     from nerbias.errors import NerbiasError
 
     out = tmp_path / "run"
-    train_in_process(tiny_data_dir, out)
+    shutil.copytree(tiny_trained_run.run_dir, out)  # resuming writes into the run: a copy, not the shared one
     with pytest.raises(NerbiasError, match="different seed"):
-        train_in_process(tiny_data_dir, out, ["trainer.resume=true", "seed=7"])
+        train_in_process(tiny_trained_run.data_dir, out, ["trainer.resume=true", "seed=7"])
 
 
+@pytest.mark.slow
 def test_conceptnet_embeddings_train_and_report_name_coverage(tiny_data_dir, tmp_path):
     import random
 
@@ -163,6 +168,7 @@ def test_conceptnet_embeddings_train_and_report_name_coverage(tiny_data_dir, tmp
     assert coverage["missing_by_group"]["Aaliyah"] == "Black Female"
 
 
+@pytest.mark.slow
 def test_lr_decay_follows_the_epoch_and_survives_resumption(tiny_data_dir, tmp_path):
     decay = ["trainer=sgd", "trainer.batch_size=8", "trainer.max_epochs=3", "trainer.patience=10"]
     straight = train_in_process(tiny_data_dir, tmp_path / "straight", decay)

@@ -6,11 +6,12 @@ import time
 
 import pytest
 
-from conftest import compose_config, tiny_train_overrides
+from helpers import compose_config, tiny_train_overrides
 from nerbias.loggers import WandbLogger, read_offline_run
 from nerbias.tasks import run_training
 
 
+@pytest.mark.slow
 def test_offline_run_logs_config_history_summary_and_checkpoint(tiny_data_dir, tmp_path, monkeypatch):
     monkeypatch.delenv("WANDB_MODE", raising=False)
     out = tmp_path / "run"
@@ -60,15 +61,14 @@ def read_back(run_dir, key, deadline_s=20):
     return logged
 
 
-def test_an_evaluation_consumes_the_training_runs_model_artifact(tiny_data_dir, tmp_path, monkeypatch):
+@pytest.mark.slow
+def test_an_evaluation_consumes_the_training_runs_model_artifact(tiny_trained_run, tmp_path, monkeypatch):
     from nerbias.tasks import run_evaluation
 
     monkeypatch.delenv("WANDB_MODE", raising=False)
-    train_dir = tmp_path / "train"
-    overrides = [o for o in tiny_train_overrides(tiny_data_dir) if o != "logger=none"]
-    run_training(compose_config("train", overrides + ["logger=none", f"paths.output_dir={train_dir}"]), train_dir)
+    tiny_data_dir = tiny_trained_run.data_dir  # trained with logger=none
     eval_dir = tmp_path / "eval"
-    cfg = compose_config("evaluate", [f"tagger.path={train_dir / 'checkpoints' / 'best.pt'}", "tagger.device=cpu",
+    cfg = compose_config("evaluate", [f"tagger.path={tiny_trained_run.checkpoint}", "tagger.device=cpu",
                                       f"paths.data_dir={tiny_data_dir}", "corpus.verify_sizes=false",
                                       "logger=wandb", "logger.mode=offline", f"paths.output_dir={eval_dir}"])
     run_evaluation(cfg, eval_dir)
