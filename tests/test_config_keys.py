@@ -8,7 +8,7 @@ import re
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import CONFIGS, ROOT, compose_config, run_script
+from helpers import CONFIGS, ROOT, compose_config, run_script
 from nerbias.bias import runner
 from nerbias.tasks import config_reads
 from nerbias.training import trainer
