@@ -11,9 +11,7 @@ lightning-hydra-template's ``train.py`` / ``eval.py`` do.
 
 from __future__ import annotations
 
-import ctypes
 import functools
-import gc
 import json
 import logging
 from pathlib import Path
@@ -42,7 +40,7 @@ from nerbias.reporting.report import ReportOptions
 from nerbias.scoring import score_splits
 from nerbias.training.augment import DEFAULT_ADVERSARIAL_CONTEXT, Augmentation
 from nerbias.training.build import build_tagger
-from nerbias.training.trainer import DATA_KEYS, TRAINER_KEYS, Trainer, TrainerSettings, load_data
+from nerbias.training.trainer import DATA_KEYS, TRAINER_KEYS, Trainer, TrainerSettings, load_data, release_memory
 from nerbias.validation import check_config_keys, validate
 
 log = logging.getLogger(__name__)
@@ -176,16 +174,6 @@ def ambiguous_pool(cfg: DictConfig, names: tuple[str, ...]) -> list[str]:
     return pool
 
 
-def release_memory() -> None:
-    """Collect garbage and hand freed heap pages back to the OS (glibc's ``malloc_trim``), so that the
-    bias evaluations after a training in the same process do not stack on the training's peak."""
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: the collection alone
-        pass
-
-
 def bias_evaluation_configs(cfg: DictConfig, checkpoint: Path) -> list[tuple[str, DictConfig]]:
     """One evaluate-style config per (corpus, casing) of ``cfg.bias_eval``, for ``checkpoint``.
 
@@ -219,9 +207,9 @@ def run_training(cfg: DictConfig, output_dir: str | Path) -> dict[str, float]:
     check_writable(output_dir / "checkpoints")  # before an epoch, not after it
     logger = _logger(cfg, output_dir)
     try:
-        trainer = Trainer(TrainerSettings(**{key: value for key, value in OmegaConf.to_container(cfg.trainer, resolve=True)
-                                             .items() if key != "optimizer"}),
-                          optimizer=instantiate(cfg.trainer.optimizer),
+        settings = {key: value for key, value in OmegaConf.to_container(cfg.trainer, resolve=True).items()
+                    if key != "optimizer"}
+        trainer = Trainer(TrainerSettings(**settings), optimizer=instantiate(cfg.trainer.optimizer),
                           new_tagger=functools.partial(build_tagger, cfg, coverage_names=coverage_names(cfg.embeddings),
                                                        name_labels=name_labels(cfg.embeddings)),
                           output_dir=output_dir, seed=cfg.seed, run_config=OmegaConf.to_container(cfg, resolve=True),

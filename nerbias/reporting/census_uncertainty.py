@@ -3,12 +3,13 @@
 ``bootstrap_census`` resamples the names of each (year, sex) with replacement, the same resampled
 names for every template (the templates score the same names: a paired design). The rates
 depend on a name only through its count and its outcome in each template (PERSON / other type /
-untagged), so names are pooled into classes of equal (count, outcomes): a replicate draws the year's names
-with replacement (uniform name indices) and counts the drawn names per class. The B replicates of
-a (year, sex) are one weight matrix (B x classes), and the six rates of every template in all of
-them come from one product with the classes' error indicators (``cell_replicates``). Female and male names are drawn independently and the
-female - male gap is taken replicate by replicate. Years are treated one at a time: a name
-recurs across years, so no across-year interval is made from these per-year draws.
+untagged), so names are pooled into classes of equal (count, outcomes): a replicate draws the
+year's names with replacement (uniform name indices) and counts the drawn names per class. The B
+replicates of a (year, sex) are one weight matrix (B x classes), and the six rates of every
+template in all of them come from one product with the classes' error indicators
+(``cell_replicates``). Female and male names are drawn independently and the female - male gap
+is taken replicate by replicate. Years are treated one at a time: a name recurs across years, so
+no across-year interval is made from these per-year draws.
 
 Resampling scheme: until issue 24 each (template, year, sex) was drawn on its own (nine draws
 per (year, sex) with nine templates). Each template's interval is the same name bootstrap either

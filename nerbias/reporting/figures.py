@@ -19,8 +19,8 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from nerbias.bias.plots import (
-    CENSUS_ERROR_TITLES, CENSUS_WEIGHTINGS, GENDER_STYLES, OOV_STYLE, census_panel_figure, census_sentence, column_label,
-    facet_style,
+    CENSUS_ERROR_TITLES, CENSUS_WEIGHTINGS, GENDER_STYLES, OOV_STYLE, census_panel_figure, census_sentence,
+    column_label, facet_style,
 )
 from nerbias.errors import CheckpointError, NerbiasError
 from nerbias.fileio import atomic_path
