@@ -126,11 +126,14 @@ def check_same_run(saved: Mapping[str, Any], current: Mapping[str, Any], path: P
                            "resume only the same configuration (or start a new run directory)")
 
 
-def release_memory() -> None:
-    """Collect garbage and hand freed heap pages back to the OS (glibc's ``malloc_trim``): after each
-    epoch, so that its batches' freed pages do not pile up over the epochs, and (tasks) after training,
-    so that the bias evaluations in the same process do not stack on the training's peak."""
-    gc.collect()
+def release_memory(collect: bool = True) -> None:
+    """Hand freed heap pages back to the OS (glibc's ``malloc_trim``), after a garbage collection
+    (``collect``). The trainer trims after each epoch, so that its batches' freed pages do not pile up
+    over the epochs (they are freed by reference counting: no collection needed, which would cost a
+    walk of every object); the tasks collect and trim after training and after each evaluation, so
+    that the bias evaluations in the same process do not stack on the training's peak."""
+    if collect:
+        gc.collect()
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc: the collection alone
@@ -332,7 +335,7 @@ class Trainer:
                 except NerbiasError as error:  # a full disk, a read-only folder: the epoch is lost, not the run
                     raise NerbiasError(f"{error} (epoch {epoch + 1} is not saved; once it can be written, rerun "
                                        "with trainer.resume=true)") from None
-                release_memory()
+                release_memory(collect=False)
                 logger.log(record, step=epoch + 1)
                 epochs.set_postfix(loss=f"{record['train_loss']:.3f}", dev_f1=f"{dev_scores['f1']:.4f}")
                 log.info("epoch %d: loss %.4f, dev F1 %.4f (best %.4f at epoch %d), %.0f sentences/s",
