@@ -42,6 +42,30 @@ def test_char_lstm_gives_each_word_its_own_last_states_in_a_padded_batch():
         assert torch.equal(got[1, 2], torch.zeros(6))
 
 
+def test_char_cnn_without_gradients_runs_in_word_chunks_with_the_same_features(monkeypatch):
+    """A large inference batch is encoded a chunk of words at a time (memory); each word's features
+    depend only on its own characters, so the chunked features equal the one-pass ones, and with
+    gradients on (training) the batch is still one pass."""
+    torch.manual_seed(0)
+    encoder = CharCNN(num_chars=20, char_dim=4, filters=6, widths=(2, 3))
+    chars = torch.randint(1, 20, (3, 5, 7))
+    chars[0, 4:] = 0  # padding words
+    chars[1, :, 5:] = 0  # padding characters
+    with torch.no_grad():
+        whole = encoder(chars)
+        monkeypatch.setattr(CharCNN, "INFERENCE_CHUNK", 4)
+        passes = []
+        original = encoder._word_features
+        monkeypatch.setattr(encoder, "_word_features", lambda flat: passes.append(len(flat)) or original(flat))
+        chunked = encoder(chars)
+    assert passes == [4, 4, 4, 3]  # 15 words in chunks of 4
+    assert torch.equal(chunked, whole)
+    assert torch.equal(whole[0, 4], torch.zeros(12))
+    passes.clear()
+    encoder(chars).sum().backward()  # gradients kept: one pass, so autograd sees one graph
+    assert passes == [15]
+
+
 def test_a_tagger_builds_the_configured_character_encoder_and_caches_its_exact_features():
     cnn = NerTagger.build(TRAIN, {"word_dim": 8, "char_dim": 4, "char_filters": 4, "lstm_hidden": 8})
     lstm = NerTagger.build(TRAIN, {"word_dim": 8, "char_dim": 4, "char_encoder": "lstm", "char_lstm_hidden": 3,

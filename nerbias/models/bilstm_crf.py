@@ -73,9 +73,23 @@ class CharCNN(nn.Module):
         self.convs = nn.ModuleList(nn.Conv1d(char_dim, filters, w, padding=w // 2) for w in widths)
         self.output_dim = filters * len(widths)
 
+    # Words per pass when no gradient is kept: a dev batch of 256 long sentences holds ~30,000 words,
+    # whose [words, filters, word length] activations took ~0.4 GB at once; each word's features
+    # depend on its own characters only, so passes of this size give the same values.
+    INFERENCE_CHUNK = 2048
+
     def forward(self, chars: Tensor) -> Tensor:
         batch, time, length = chars.shape
         flat = chars.view(batch * time, length)
+        if torch.is_grad_enabled() or len(flat) <= self.INFERENCE_CHUNK:
+            features = self._word_features(flat)
+        else:
+            features = torch.cat([self._word_features(part) for part in flat.split(self.INFERENCE_CHUNK)])
+        return features.view(batch, time, self.output_dim)
+
+    def _word_features(self, flat: Tensor) -> Tensor:
+        """``[words, word_len]`` character ids -> ``[words, filters * len(widths)]``."""
+        length = flat.shape[1]
         embedded = self.embedding(flat).transpose(1, 2)  # [words, char_dim, len]
         pad = (flat == 0).unsqueeze(1)
         pooled = []
@@ -83,8 +97,7 @@ class CharCNN(nn.Module):
             out = conv(embedded)[:, :, :length]
             pooled.append(out.masked_fill(pad, float("-inf")).amax(dim=2))
         features = torch.cat(pooled, dim=1)
-        features = torch.where(torch.isfinite(features), features, torch.zeros_like(features))  # padding words
-        return features.view(batch, time, self.output_dim)
+        return torch.where(torch.isfinite(features), features, torch.zeros_like(features))  # padding words
 
 
 class CharLSTM(nn.Module):
