@@ -27,7 +27,6 @@ import csv
 import gc
 import hashlib
 import io
-import itertools
 import re
 import zipfile
 from dataclasses import dataclass
@@ -139,7 +138,6 @@ def load_ssa(source: str | Path, years: Iterable[int] = YEARS, progress: bool = 
     years = sorted({int(year) for year in years})
     if not years:
         raise NerbiasError("load_ssa: no years requested")
-    vocabulary: dict[str, int] = {}  # name -> provisional code; recoded in sorted order at the end
     parts: dict[str, list[np.ndarray]] = {key: [] for key in ("year", "sex", "name", "count", "rank")}
     for year, block in _year_blocks(Path(source), years, progress):
         sex = (block["sex"] == "M").to_numpy()
@@ -148,18 +146,14 @@ def load_ssa(source: str | Path, years: Iterable[int] = YEARS, progress: bool = 
         rank[females:] -= females
         parts["year"].append(np.full(len(block), year, dtype=np.int16))
         parts["sex"].append(sex.astype(np.int8))
-        names = block["name"].tolist()
-        unseen = dict.fromkeys(names).keys() - vocabulary.keys()  # set order: codes are sorted at the end anyway
-        vocabulary.update(zip(unseen, itertools.count(len(vocabulary))))
-        parts["name"].append(np.fromiter(map(vocabulary.__getitem__, names), dtype=np.int32, count=len(names)))
+        parts["name"].append(block["name"].to_numpy(dtype=object))
         parts["count"].append(block["count"].to_numpy(np.int64))
         parts["rank"].append(rank)
-    names = sorted(vocabulary)
-    recode = np.empty(len(names), dtype=np.int32)
-    recode[[vocabulary[name] for name in names]] = np.arange(len(names), dtype=np.int32)
     arrays = {key: np.concatenate(value) for key, value in parts.items()}
+    # One hash pass over all rows (a per-row dictionary lookup in Python took as long as reading the files).
+    codes, names = pd.factorize(arrays["name"], sort=True)
     return SsaTable(tuple(years), np.asarray(names, dtype=object), arrays["year"], arrays["sex"],
-                    recode[arrays["name"]], arrays["count"], arrays["rank"])
+                    codes.astype(np.int32), arrays["count"], arrays["rank"])
 
 
 def read_ssa(source: str | Path, years: Iterable[int] = YEARS, progress: bool = True) -> pd.DataFrame:
@@ -223,11 +217,11 @@ def _read_counts(path: Path) -> dict[int, dict[str, int]]:
     return {int(row["year"]): {c: int(row[c]) for c in _COUNT_COLUMNS} for _, row in frame.iterrows()}
 
 
-def _check_year_counts(frame: pd.DataFrame, expected: dict[str, int], path: str | Path, counts_path: Path | None
-                       ) -> None:
-    found = {"names_F": int((frame["sex"] == "F").sum()), "names_M": int((frame["sex"] == "M").sum()),
-             "births_F": int(frame.loc[frame["sex"] == "F", "count"].sum()),
-             "births_M": int(frame.loc[frame["sex"] == "M", "count"].sum())}
+def _check_year_counts(frame: pd.DataFrame, is_male: np.ndarray, expected: dict[str, int], path: str | Path,
+                       counts_path: Path | None) -> None:
+    count = frame["count"].to_numpy()
+    found = {"names_F": int((~is_male).sum()), "names_M": int(is_male.sum()),
+             "births_F": int(count[~is_male].sum()), "births_M": int(count[is_male].sum())}
     differing = [f"{k} {found[k]} (expected {expected[k]})" for k in _COUNT_COLUMNS if found[k] != expected[k]]
     if differing:
         raise DataFormatError(path, f"year totals disagree with {counts_path}: {', '.join(differing)}")
@@ -255,7 +249,7 @@ def read_year_file(raw: bytes, where: str | Path, expected: dict[str, int] | Non
         _raise_first_bad_ssa_line(text, where)
     frame = pd.read_csv(
         io.StringIO(text), header=None, names=["name", "sex", "count"],
-        dtype={"name": str, "sex": str, "count": "int64"},
+        dtype={"name": object, "sex": object, "count": "int64"},  # object: no Arrow string conversions
         na_filter=False,  # real names such as "Nan" or "Null" must stay names
         quoting=csv.QUOTE_NONE, engine="c",
     )
@@ -264,7 +258,8 @@ def read_year_file(raw: bytes, where: str | Path, expected: dict[str, int] | Non
     if female_after_male.any():
         line = int(np.argmax(female_after_male)) + 1
         raise DataFormatError(where, "F line after the M block (SSA files list all F names first)", line)
-    duplicated = frame.duplicated(["sex", "name"]).to_numpy()
+    codes, _ = pd.factorize(frame["name"].to_numpy())
+    duplicated = pd.Series(codes.astype(np.int64) * 2 + is_male).duplicated().to_numpy()  # a (sex, name) pair again
     if duplicated.any():
         line = int(np.argmax(duplicated)) + 1
         raise DataFormatError(where, f"name {frame['name'].iat[line - 1]!r} listed twice for one sex", line)
@@ -273,7 +268,7 @@ def read_year_file(raw: bytes, where: str | Path, expected: dict[str, int] | Non
         absent = "F" if females == 0 else "M"
         raise DataFormatError(where, f"no {absent} names: every SSA year lists both sexes (a file cut short?)")
     if expected is not None:
-        _check_year_counts(frame, expected, where, counts_path)
+        _check_year_counts(frame, is_male, expected, where, counts_path)
     return frame
 
 
