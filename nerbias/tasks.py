@@ -33,7 +33,7 @@ from nerbias.data.conll2003 import SPLIT_FILES, load_conll2003
 from nerbias.errors import CheckpointError, NerbiasError
 from nerbias.fileio import RESOLVED_CONFIG, atomic_write_json, atomic_write_text, check_writable, remove_orphans
 from nerbias.loggers import NullLogger, build_logger, model_artifact_name
-from nerbias.models.bilstm_crf import TaggerConfig
+from nerbias.models.bilstm_crf import MODEL_KEYS
 from nerbias.models.checkpoint import load_checkpoint
 from nerbias.reporting.pipeline import render_run_report
 from nerbias.reporting.report import ReportOptions
@@ -112,7 +112,7 @@ def config_reads(cfg: DictConfig) -> dict[str, tuple[str, ...]]:
         except Exception:  # noqa: BLE001 - a misspelt target: check_targets names it first
             return ()
 
-    model = tuple(TaggerConfig.__dataclass_fields__)
+    model = MODEL_KEYS
     reads = {"": TOP_LEVEL_KEYS, "paths": PATHS_KEYS, "data": DATA_KEYS, "trainer": TRAINER_KEYS, "model": model,
              "augment": AUGMENT_KEYS, "augment.ambiguity": tuple(AmbiguityRule.__dataclass_fields__),
              "embeddings": ("kind", "coverage_names"), "tagger": ("kind",), "logger": ("kind",),

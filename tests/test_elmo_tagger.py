@@ -41,7 +41,7 @@ def test_elmo_tagger_trains_and_its_checkpoint_reloads(trained):
     assert 0.0 <= saved["test_f1"] <= 1.0
     assert not (out / "embedding_coverage.json").exists()  # no word vocabulary to cover names
     payload = torch.load(out / "checkpoints" / "best.pt", weights_only=True)
-    elmo = payload["model_config"]["elmo"]
+    elmo = payload["embedder"]
     assert elmo["options"]["lstm"]["projection_dim"] == 8 and elmo["options"]["char_cnn"]["filters"] == [[1, 4], [2, 4]]
     assert elmo["freeze_lm"] is False
     assert any(key.startswith("embedder.bilm.") for key in payload["model_state"])

@@ -34,9 +34,8 @@ def build_tagger(cfg: DictConfig, train: Sequence[Sentence], coverage_names: Map
         source = cfg.embeddings.get("path") or cfg.embeddings.get("source")
         log.info("%s covers %d of %d evaluation names; missing: %s", source, names["found"], names["names"],
                  ", ".join(f"{n} ({g})" for n, g in names["missing_by_group"].items()) or "none")
-    model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
-    if float(OmegaConf.select(cfg, "augment.adversarial", default=0) or 0) > 0:
-        model_cfg["noise_types"] = list(ENTITY_TYPES)  # the learnable noise vectors of adversarial training
-    tagger = NerTagger.build(train, model_cfg, embeddings=embeddings, config=OmegaConf.to_container(cfg, resolve=True),
-                             seed=cfg.seed)
+    adversarial = float(OmegaConf.select(cfg, "augment.adversarial", default=0) or 0) > 0
+    tagger = NerTagger.build(train, OmegaConf.to_container(cfg.model, resolve=True), embeddings=embeddings,
+                             config=OmegaConf.to_container(cfg, resolve=True), seed=cfg.seed,
+                             noise_types=ENTITY_TYPES if adversarial else ())  # adversarial training's noise vectors
     return tagger, names
