@@ -209,11 +209,18 @@ def run_training(cfg: DictConfig, output_dir: str | Path) -> dict[str, float]:
     try:
         settings = {key: value for key, value in OmegaConf.to_container(cfg.trainer, resolve=True).items()
                     if key != "optimizer"}
+        run_config = OmegaConf.to_container(cfg, resolve=True)
+        augmentation = build_augmentation(cfg)
+        # new_tagger: the embeddings source (its _target_) and the model options; Trainer calls it once on the
+        # training sentences (a resumed run rebuilds the checkpoint's tagger instead, by the same builder).
         trainer = Trainer(TrainerSettings(**settings), optimizer=instantiate(cfg.trainer.optimizer),
-                          new_tagger=functools.partial(build_tagger, cfg, coverage_names=coverage_names(cfg.embeddings),
+                          new_tagger=functools.partial(build_tagger, embeddings=build(cfg.embeddings), seed=cfg.seed,
+                                                       model=OmegaConf.to_container(cfg.model, resolve=True),
+                                                       run_config=run_config, noise_types=augmentation.noise_types,
+                                                       coverage_names=coverage_names(cfg.embeddings),
                                                        name_labels=name_labels(cfg.embeddings)),
-                          output_dir=output_dir, seed=cfg.seed, run_config=OmegaConf.to_container(cfg, resolve=True),
-                          augmentation=build_augmentation(cfg), run_name=cfg.get("run_name"))
+                          output_dir=output_dir, seed=cfg.seed, run_config=run_config, augmentation=augmentation,
+                          run_name=cfg.get("run_name"))
         metrics = trainer.fit(load_data(cfg.data), logger)
         if cfg.get("bias_eval"):
             release_memory()  # the training's tables and optimiser states are garbage now: give them back

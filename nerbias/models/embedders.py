@@ -18,6 +18,7 @@ The sources:
 
 from __future__ import annotations
 
+import copy
 import logging
 from typing import Any, Mapping, Sequence
 
@@ -189,6 +190,12 @@ class ElmoEmbeddings:
     def name_coverage(self, group_of: Mapping[str, str]) -> None:
         return None  # every token is encoded from its characters: no vocabulary to miss a name
 
+    def encoder(self):
+        """The encoder alone, with its pretrained weights (``pretrain_lm.py`` trains its biLM)."""
+        from nerbias.models.elmo import build_elmo_encoder
+
+        return build_elmo_encoder(self.spec)
+
     def _resolve(self) -> tuple[dict[str, Any], dict[str, Tensor] | None]:
         """The biLM's resolved options and pretrained weights, read once (``elmo.resolve_elmo``)."""
         if self._resolved is None:
@@ -201,7 +208,8 @@ class ElmoEmbeddings:
         """The encoder of the resolved biLM options (the ``model`` options are the BiLSTM's only)."""
         from nerbias.models.elmo import ELMO_EMBEDDER
 
-        return {"_target_": ELMO_EMBEDDER, "options": self._resolve()[0], "freeze_lm": bool(self.spec["freeze_lm"]),
+        return {"_target_": ELMO_EMBEDDER, "options": copy.deepcopy(self._resolve()[0]),
+                "freeze_lm": bool(self.spec["freeze_lm"]),
                 "dropout": float(self.spec["dropout"])}
 
     def initial_weights(self, words: Vocabulary, seed: int = 0) -> dict[str, Tensor]:
