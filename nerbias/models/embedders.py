@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import numpy as np
 import torch

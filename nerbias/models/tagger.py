@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import logging
 import copy
+import logging
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -76,7 +76,8 @@ class NerTagger:
         in is changed.
         """
         if embeddings is None:
-            embeddings = WordVectors(dim=model_cfg.get("word_dim", 50), lowercase=lowercase_words)
+            dim = {"dim": model_cfg["word_dim"]} if "word_dim" in model_cfg else {}
+            embeddings = WordVectors(lowercase=lowercase_words, **dim)
         lowercase = embeddings.lowercase
         normalise = (lambda w: w.lower()) if lowercase else (lambda w: w)
         words = Vocabulary.from_counts((normalise(t) for s in train for t in s.tokens),
