@@ -22,9 +22,11 @@ from common import conll_sentences, machine
 import numpy as np
 import torch
 from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
 from nerbias.data.batching import iterate_batches
 from nerbias.data.conll2003 import default_data_dir
+from nerbias.building import build
 from nerbias.training.build import build_tagger
 from nerbias.training.trainer import TaggerOptimizer
 
@@ -63,7 +65,7 @@ def main() -> None:
                 overrides.append(f"embeddings.path={path}")
             cfg = compose(config_name="train", overrides=overrides)
             torch.manual_seed(0)
-            tagger, _ = build_tagger(cfg, sentences)
+            tagger, _ = build_tagger(sentences, build(cfg.embeddings), OmegaConf.to_container(cfg.model), seed=0)
             optimizer = TaggerOptimizer(tagger.model, cfg.trainer)
             batches = list(iterate_batches(sentences, tagger.encoder, 32, shuffle=True,
                                            generator=torch.Generator().manual_seed(0)))

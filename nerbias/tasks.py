@@ -33,7 +33,7 @@ from nerbias.data.conll2003 import SPLIT_FILES, load_conll2003
 from nerbias.errors import CheckpointError, NerbiasError
 from nerbias.fileio import RESOLVED_CONFIG, atomic_write_json, atomic_write_text, check_writable, remove_orphans
 from nerbias.loggers import NullLogger, build_logger, model_artifact_name
-from nerbias.models.bilstm_crf import TaggerConfig
+from nerbias.models.bilstm_crf import MODEL_KEYS
 from nerbias.models.checkpoint import load_checkpoint
 from nerbias.reporting.pipeline import render_run_report
 from nerbias.reporting.report import ReportOptions
@@ -112,7 +112,7 @@ def config_reads(cfg: DictConfig) -> dict[str, tuple[str, ...]]:
         except Exception:  # noqa: BLE001 - a misspelt target: check_targets names it first
             return ()
 
-    model = tuple(TaggerConfig.__dataclass_fields__)
+    model = MODEL_KEYS
     reads = {"": TOP_LEVEL_KEYS, "paths": PATHS_KEYS, "data": DATA_KEYS, "trainer": TRAINER_KEYS, "model": model,
              "augment": AUGMENT_KEYS, "augment.ambiguity": tuple(AmbiguityRule.__dataclass_fields__),
              "embeddings": ("kind", "coverage_names"), "tagger": ("kind",), "logger": ("kind",),
@@ -209,11 +209,18 @@ def run_training(cfg: DictConfig, output_dir: str | Path) -> dict[str, float]:
     try:
         settings = {key: value for key, value in OmegaConf.to_container(cfg.trainer, resolve=True).items()
                     if key != "optimizer"}
+        run_config = OmegaConf.to_container(cfg, resolve=True)
+        augmentation = build_augmentation(cfg)
+        # new_tagger: the embeddings source (its _target_) and the model options; Trainer calls it once on the
+        # training sentences (a resumed run rebuilds the checkpoint's tagger instead, by the same builder).
         trainer = Trainer(TrainerSettings(**settings), optimizer=instantiate(cfg.trainer.optimizer),
-                          new_tagger=functools.partial(build_tagger, cfg, coverage_names=coverage_names(cfg.embeddings),
+                          new_tagger=functools.partial(build_tagger, embeddings=build(cfg.embeddings), seed=cfg.seed,
+                                                       model=OmegaConf.to_container(cfg.model, resolve=True),
+                                                       run_config=run_config, noise_types=augmentation.noise_types,
+                                                       coverage_names=coverage_names(cfg.embeddings),
                                                        name_labels=name_labels(cfg.embeddings)),
-                          output_dir=output_dir, seed=cfg.seed, run_config=OmegaConf.to_container(cfg, resolve=True),
-                          augmentation=build_augmentation(cfg), run_name=cfg.get("run_name"))
+                          output_dir=output_dir, seed=cfg.seed, run_config=run_config, augmentation=augmentation,
+                          run_name=cfg.get("run_name"))
         metrics = trainer.fit(load_data(cfg.data), logger)
         if cfg.get("bias_eval"):
             release_memory()  # the training's tables and optimiser states are garbage now: give them back

@@ -110,7 +110,7 @@ def test_char_lstm_model_config_trains_and_its_checkpoint_reloads(tiny_data_dir,
     metrics = run_training(cfg, out)
     assert 0 <= metrics["test_f1"] <= 1
     payload = load_checkpoint(out / "checkpoints" / "best.pt")
-    assert payload["model_config"]["char_encoder"] == "lstm" and payload["model_config"]["char_lstm_hidden"] == 6
+    assert payload["embedder"]["char_encoder"] == "lstm" and payload["embedder"]["char_lstm_hidden"] == 6
     tagger = NerTagger.load(out / "checkpoints" / "best.pt")
     assert isinstance(tagger.model.embedder.chars, CharLSTM)
     assert len(tagger.predict([["Maria", "visited", "Paris", "."]])[0].tags) == 4

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from helpers import compose_config, make_tiny_conll, tiny_train_overrides, write_conll_file
 from nerbias.bias.names import load_names, substitution_pool
@@ -105,7 +106,7 @@ def test_adversarial_noise_marks_exactly_the_chosen_mentions_with_a_wrong_type_r
 def test_noise_replaces_both_channels_of_the_chosen_tokens_only_in_training(one_thread):
     for name, options in CHAR_MODELS.items():
         torch.manual_seed(0)
-        tagger = NerTagger.build(TRAIN, {**options, "noise_types": ["PER", "LOC", "ORG", "MISC"]})
+        tagger = NerTagger.build(TRAIN, options, noise_types=["PER", "LOC", "ORG", "MISC"])
         model = tagger.model
         noisy = Augmentation(adversarial=1.0).epoch(TRAIN[2:], seed=0, epoch=0)[0]
         batch = next(iterate_batches([noisy], tagger.encoder, batch_size=1))
@@ -134,7 +135,7 @@ def test_noise_replaces_both_channels_of_the_chosen_tokens_only_in_training(one_
 
 def test_noise_replaces_the_elmo_vector_of_the_chosen_tokens_whose_characters_are_masked():
     torch.manual_seed(0)
-    tagger = NerTagger.build(TRAIN, {"lstm_hidden": 4, "dropout": 0.0, "noise_types": ["PER", "LOC", "ORG", "MISC"]},
+    tagger = NerTagger.build(TRAIN, {"lstm_hidden": 4, "dropout": 0.0}, noise_types=["PER", "LOC", "ORG", "MISC"],
                              embeddings=TINY_ELMO)
     noisy = Augmentation(adversarial=1.0).epoch(TRAIN[2:], seed=0, epoch=0)[0]
     batch = next(iterate_batches([noisy], tagger.encoder, batch_size=1))
@@ -152,7 +153,7 @@ def test_noise_replaces_the_elmo_vector_of_the_chosen_tokens_whose_characters_ar
 
 def test_evaluation_never_uses_the_noise_vectors_whatever_the_name():
     torch.manual_seed(0)
-    tagger = NerTagger.build(TRAIN, {**CHAR_MODELS["cnn"], "noise_types": ["PER", "LOC", "ORG", "MISC"]})
+    tagger = NerTagger.build(TRAIN, CHAR_MODELS["cnn"], noise_types=["PER", "LOC", "ORG", "MISC"])
     names = load_names()
     sentences = [[name, "visited", "Paris", "on", "Monday", "."] for name in names.names]
     before = tagger.slot_probabilities(sentences, [0] * len(sentences))
@@ -164,7 +165,7 @@ def test_evaluation_never_uses_the_noise_vectors_whatever_the_name():
 
 def test_noise_vectors_survive_a_checkpoint_round_trip_and_old_checkpoints_still_load(tmp_path):
     torch.manual_seed(0)
-    tagger = NerTagger.build(TRAIN, {**CHAR_MODELS["lstm"], "noise_types": ["PER", "LOC", "ORG", "MISC"]})
+    tagger = NerTagger.build(TRAIN, CHAR_MODELS["lstm"], noise_types=["PER", "LOC", "ORG", "MISC"])
     save_checkpoint(tmp_path / "noise.pt", tagger.state())
     loaded = NerTagger.load(tmp_path / "noise.pt")
     assert torch.equal(loaded.model.mention_noise.weight, tagger.model.mention_noise.weight)
@@ -181,7 +182,8 @@ def test_noise_vectors_survive_a_checkpoint_round_trip_and_old_checkpoints_still
 @pytest.mark.slow
 def test_adversarial_training_runs_and_checkpoints_its_noise_vectors(tiny_data_dir, tmp_path):
     """End to end on the tiny fixture (resuming a killed adversarial run: tests/test_training.py)."""
-    from nerbias.tasks import run_training
+    from nerbias.building import build
+    from nerbias.tasks import build_augmentation, run_training
 
     from nerbias.training.build import build_tagger
     from nerbias.training.trainer import load_data
@@ -194,7 +196,9 @@ def test_adversarial_training_runs_and_checkpoints_its_noise_vectors(tiny_data_d
     assert last["model_config"]["noise_types"] == ["PER", "LOC", "ORG", "MISC"]
     trained = last["model_state"]["mention_noise.weight"]
     torch.manual_seed(cfg.seed)  # as Trainer.fit: the vectors the run started from
-    initial = build_tagger(cfg, load_data(cfg.data)["train"])[0].model.mention_noise.weight.detach()
+    tagger, _ = build_tagger(load_data(cfg.data)["train"], build(cfg.embeddings), OmegaConf.to_container(cfg.model),
+                             seed=cfg.seed, noise_types=build_augmentation(cfg).noise_types)
+    initial = tagger.model.mention_noise.weight.detach()
     assert torch.equal(trained[0], initial[0]) and not trained[0].any()  # row 0 is "no noise"
     assert all(not torch.allclose(trained[row], initial[row]) for row in range(1, 5))  # learned in training
 
@@ -256,7 +260,6 @@ def test_the_ambiguous_pool_is_ambiguous_training_half_names_and_never_an_evalua
 
 
 def test_runs_saved_before_the_new_keys_resume_and_other_settings_do_not(tmp_path):
-    from omegaconf import OmegaConf
 
     from nerbias.training.trainer import check_same_run
 

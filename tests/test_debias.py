@@ -16,7 +16,7 @@ from nerbias.data.debias import (equality_classes, equalised_sets, hard_debias, 
 from nerbias.data.debias_diagnostics import add_trained_stage, loo_accuracy, report, summary_row
 from nerbias.data.vocab import Vocabulary
 from nerbias.errors import NerbiasError
-from nerbias.models.bilstm_crf import TaggerConfig
+from nerbias.models.bilstm_crf import build_token_embedder
 from nerbias.models.embedders import WordVectors, effective_embedding_options
 
 DIM = 12
@@ -46,7 +46,7 @@ def glove_file(tmp_path, keyed):
 def table(source: WordVectors, words: list[str]) -> np.ndarray:
     vocab = Vocabulary.from_counts(words)
     chars = Vocabulary.from_counts("abc")
-    embedder = source.token_embedder(vocab, chars, TaggerConfig(word_dim=DIM), seed=3)
+    embedder = build_token_embedder(source.embedder_spec({}), vocab, chars, source.initial_weights(vocab, seed=3))
     return embedder.words.weight.detach().double().numpy(), vocab
 
 

@@ -5,8 +5,10 @@ import json
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from helpers import compose_config, tiny_train_overrides
+from nerbias.building import build
 from nerbias.models.elmo import ElmoTokenEncoder
 from nerbias.models.tagger import NerTagger
 from nerbias.tasks import run_training
@@ -41,7 +43,7 @@ def test_elmo_tagger_trains_and_its_checkpoint_reloads(trained):
     assert 0.0 <= saved["test_f1"] <= 1.0
     assert not (out / "embedding_coverage.json").exists()  # no word vocabulary to cover names
     payload = torch.load(out / "checkpoints" / "best.pt", weights_only=True)
-    elmo = payload["model_config"]["elmo"]
+    elmo = payload["embedder"]
     assert elmo["options"]["lstm"]["projection_dim"] == 8 and elmo["options"]["char_cnn"]["filters"] == [[1, 4], [2, 4]]
     assert elmo["freeze_lm"] is False
     assert any(key.startswith("embedder.bilm.") for key in payload["model_state"])
@@ -70,7 +72,7 @@ def test_elmo_batches_carry_elmo_character_ids(tiny_data_dir, tmp_path):
 
     cfg = tiny_elmo_config(tiny_data_dir, tmp_path / "run")
     train = load_conll2003(tiny_data_dir, splits=("train",), verify_sizes=False)["train"]
-    tagger, names = build_tagger(cfg, train)
+    tagger, names = build_tagger(train, build(cfg.embeddings), OmegaConf.to_container(cfg.model), seed=cfg.seed)
     assert names is None
     batch = tagger.encoder.batch([["Ahmed", "met", "Zz"], ["Hi"]])
     assert torch.equal(batch.chars, batch_to_char_ids([["Ahmed", "met", "Zz"], ["Hi"]]))  # raw case, 50 ids
@@ -83,7 +85,7 @@ def test_frozen_elmo_trains_only_the_mix_and_tagger(tiny_data_dir, tmp_path):
 
     cfg = tiny_elmo_config(tiny_data_dir, tmp_path / "run", ["embeddings.freeze_lm=true"])
     train = load_conll2003(tiny_data_dir, splits=("train",), verify_sizes=False)["train"]
-    tagger, _ = build_tagger(cfg, train)
+    tagger, _ = build_tagger(train, build(cfg.embeddings), OmegaConf.to_container(cfg.model), seed=cfg.seed)
     encoder = tagger.model.embedder
     assert not any(p.requires_grad for p in encoder.bilm.parameters())
     assert all(p.requires_grad for p in encoder.scalar_mix.parameters())

@@ -1,46 +1,41 @@
-"""The tagger: word embedding (+ character CNN or character BiLSTM) -> BiLSTM -> constrained CRF.
+"""The tagger: token embedder -> BiLSTM -> constrained CRF.
 
-With ``TaggerConfig.elmo`` set, an ELMo token encoder (``nerbias.models.elmo``) replaces the word
-embedding and character encoder: its scalar mix of biLM layers is the BiLSTM's only input.
+The token embedder is built by ``build_token_embedder`` from a spec, plain data naming its factory
+(``_target_``) and that factory's options: ``WordCharEmbedder`` (a word table + a character CNN or
+BiLSTM) for word vectors, ``nerbias.models.elmo.elmo_embedder`` (an ELMo token encoder, whose scalar
+mix of biLM layers is the BiLSTM's only input) for ELMo. The ``embeddings`` source writes the spec
+(``nerbias.models.embedders``); a checkpoint stores it, and loading calls the same builder with it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import torch
 from torch import Tensor, nn
 
+from nerbias.building import build
+from nerbias.data.vocab import Vocabulary
 from nerbias.models.crf import ConstrainedCRF
 
 
 @dataclass
 class TaggerConfig:
-    word_dim: int = 50
-    freeze_words: bool = False
-    # Character features of each word: "cnn" (Ma & Hovy 2016), "lstm" (Lample et al. 2016) or None.
-    char_encoder: str | None = "cnn"
-    char_dim: int = 30
-    char_filters: int = 50  # cnn
-    char_widths: Sequence[int] = field(default_factory=lambda: (3,))  # cnn
-    char_lstm_hidden: int = 25  # lstm, per direction
+    """The options of the BiLSTM-CRF on top of the token embedder (the ``model`` group's other keys
+    are the word + character embedder's: ``WORD_CHAR_OPTIONS``)."""
+
     lstm_hidden: int = 200
     lstm_layers: int = 1
     dropout: float = 0.5
-    word_dropout: float = 0.05  # chance a training token is replaced by <unk>, so <unk> is learned
-    sparse_word_gradients: bool = True  # 400k-row tables: update only the rows a batch uses
     constrain_transitions: bool = True
-    # ELMo token encoder instead of word + char features: {"options": <options.json layout>,
-    # "freeze_lm": bool, "dropout": float} (plain values, so checkpoints load with weights_only).
-    elmo: Mapping[str, Any] | None = None
     # Context-aware adversarial training (augment.adversarial): one learnable noise vector per entity
     # type, in this order, that replaces a chosen training mention's token representations. Empty: none
     # (every run without the option, and every checkpoint written before it existed).
     noise_types: Sequence[str] = ()
 
 
-# Each character encoder and the TaggerConfig options only it reads.
+# Each character encoder and the options only it reads.
 CHAR_ENCODER_OPTIONS = {"cnn": ("char_filters", "char_widths"), "lstm": ("char_lstm_hidden",)}
 
 
@@ -128,14 +123,15 @@ class CharLSTM(nn.Module):
         return features.view(batch, time, self.output_dim)
 
 
-def build_char_encoder(num_chars: int, config: TaggerConfig) -> nn.Module | None:
-    if config.char_encoder is None:
+def build_char_encoder(num_chars: int, char_encoder: str | None, char_dim: int, char_filters: int,
+                       char_widths: Sequence[int], char_lstm_hidden: int) -> nn.Module | None:
+    if char_encoder is None:
         return None
-    if config.char_encoder == "cnn":
-        return CharCNN(num_chars, config.char_dim, config.char_filters, config.char_widths)
-    if config.char_encoder == "lstm":
-        return CharLSTM(num_chars, config.char_dim, config.char_lstm_hidden)
-    raise ValueError(f"model.char_encoder={config.char_encoder!r}: must be one of {', '.join(CHAR_ENCODER_OPTIONS)} or null")
+    if char_encoder == "cnn":
+        return CharCNN(num_chars, char_dim, char_filters, tuple(char_widths))
+    if char_encoder == "lstm":
+        return CharLSTM(num_chars, char_dim, char_lstm_hidden)
+    raise ValueError(f"model.char_encoder={char_encoder!r}: must be one of {', '.join(CHAR_ENCODER_OPTIONS)} or null")
 
 
 class WordCharEmbedder(nn.Module):
@@ -149,20 +145,23 @@ class WordCharEmbedder(nn.Module):
     context_free = True
     elmo_chars = False  # Batch.chars holds ids in the chars vocabulary
 
-    def __init__(self, num_words: int, num_chars: int, config: TaggerConfig, pretrained: Tensor | None = None,
-                 unk_index: int = 1):
+    def __init__(self, words: Vocabulary, chars: Vocabulary, word_dim: int = 50, freeze_words: bool = False,
+                 char_encoder: str | None = "cnn", char_dim: int = 30, char_filters: int = 50,
+                 char_widths: Sequence[int] = (3,), char_lstm_hidden: int = 25, word_dropout: float = 0.05,
+                 sparse_word_gradients: bool = True):
+        # char_encoder: "cnn" (Ma & Hovy 2016), "lstm" (Lample et al. 2016) or None; char_filters and
+        # char_widths are the CNN's, char_lstm_hidden (per direction) the BiLSTM's. word_dropout: the
+        # chance a training token is replaced by <unk>, so <unk> is learned. sparse_word_gradients:
+        # 400k-row tables update only the rows a batch uses. The table starts random; pretrained
+        # values are loaded over it (build_token_embedder's ``initial``).
         super().__init__()
-        self.unk_index = unk_index
-        self.word_dropout = config.word_dropout
-        self.words = nn.Embedding(num_words, config.word_dim, padding_idx=0, sparse=config.sparse_word_gradients)
-        if pretrained is not None:
-            if tuple(pretrained.shape) != (num_words, config.word_dim):
-                raise ValueError(f"pretrained matrix has shape {tuple(pretrained.shape)}, expected "
-                                 f"{(num_words, config.word_dim)}")
-            self.words.weight.data.copy_(pretrained)
-        self.words.weight.requires_grad_(not config.freeze_words)
-        self.chars = build_char_encoder(num_chars, config)
-        self.output_dim = config.word_dim + (self.chars.output_dim if self.chars is not None else 0)
+        self.unk_index = words.unk_index
+        self.word_dropout = word_dropout
+        self.words = nn.Embedding(len(words), word_dim, padding_idx=0, sparse=sparse_word_gradients)
+        self.words.weight.requires_grad_(not freeze_words)
+        self.chars = build_char_encoder(len(chars), char_encoder, char_dim, char_filters, char_widths,
+                                        char_lstm_hidden)
+        self.output_dim = word_dim + (self.chars.output_dim if self.chars is not None else 0)
 
     def features(self, words: Tensor, chars: Tensor) -> Tensor:
         """``[batch, time, output_dim]`` of the given ids, no dropout (the fast path caches these)."""
@@ -179,15 +178,38 @@ class WordCharEmbedder(nn.Module):
         return self.features(words, chars)
 
 
-def build_token_embedder(config: TaggerConfig, num_words: int, num_chars: int, unk_index: int = 1,
-                         pretrained: Tensor | None = None) -> nn.Module:
-    """The embedder ``config`` describes: ELMo-style when ``config.elmo`` holds its options, else word + char."""
-    if config.elmo is not None:
-        from nerbias.models.elmo import ElmoTokenEncoder
+WORD_CHAR_EMBEDDER = "nerbias.models.bilstm_crf.WordCharEmbedder"
+# The word + character embedder's options, which the ``model`` group holds beside TaggerConfig's.
+WORD_CHAR_OPTIONS = ("word_dim", "freeze_words", "char_encoder", "char_dim", "char_filters", "char_widths",
+                     "char_lstm_hidden", "word_dropout", "sparse_word_gradients")
+MODEL_KEYS = (*WORD_CHAR_OPTIONS, *TaggerConfig.__dataclass_fields__)  # the ``model`` group's keys
 
-        return ElmoTokenEncoder(config.elmo["options"], freeze_lm=bool(config.elmo.get("freeze_lm", False)),
-                                dropout=float(config.elmo.get("dropout", 0.0)))
-    return WordCharEmbedder(num_words, num_chars, config, pretrained=pretrained, unk_index=unk_index)
+
+def word_char_spec(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The spec of a word + character embedder with the ``WORD_CHAR_OPTIONS`` among ``options`` (a
+    ``model`` section with the word table's ``word_dim`` and ``freeze_words``); plain data."""
+    chosen = effective_model_options(options)
+    return {"_target_": WORD_CHAR_EMBEDDER, **{key: list(chosen[key]) if key == "char_widths" else chosen[key]
+                                                for key in WORD_CHAR_OPTIONS if key in chosen}}
+
+
+def build_token_embedder(spec: Mapping[str, Any], words: Vocabulary, chars: Vocabulary,
+                         initial: Mapping[str, Tensor] | None = None) -> nn.Module:
+    """The token embedder of ``spec`` (its ``_target_`` called with the vocabularies and the spec's
+    options), then ``initial`` (state-dict entries read from pretrained files) loaded into it.
+
+    Training and checkpoint loading both build the embedder here; a checkpoint passes no
+    ``initial``, its state dict holds every value. Loading ``initial`` after construction leaves the
+    random stream as construction alone consumes it."""
+    embedder = build(spec, words=words, chars=chars)
+    if initial:
+        try:
+            unexpected = embedder.load_state_dict(dict(initial), strict=False).unexpected_keys
+        except RuntimeError as error:  # a shape mismatch
+            raise ValueError(f"{spec['_target_']}: the pretrained values do not fit ({error})") from None
+        if unexpected:
+            raise ValueError(f"{spec['_target_']}: no such weights for the pretrained values {unexpected[:5]}")
+    return embedder
 
 
 class BiLSTMCRFTagger(nn.Module):

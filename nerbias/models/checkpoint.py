@@ -17,7 +17,9 @@ from nerbias.errors import CheckpointError
 from nerbias.fileio import atomic_path
 
 FORMAT = "nerbias-checkpoint"
-VERSION = 2  # 2: the token embedder is one submodule (``embedder.``); 1 is migrated on load
+# 3: the token embedder's spec (factory and options) is saved as ``embedder``; 2: the token embedder is
+# one submodule (``embedder.``), built from ``model_config``. Older versions are migrated on load.
+VERSION = 3
 # Version-1 weights sat beside the BiLSTM: words., chars. (word + char models), token_encoder. (ELMo).
 WORD_VECTORS_KEY = "embedder.words.weight"  # the word table in model_state (word + char models)
 _V1_PREFIXES = (("words.", "embedder.words."), ("chars.", "embedder.chars."), ("token_encoder.", "embedder."))
@@ -35,6 +37,21 @@ def _migrate_v1(payload: dict[str, Any]) -> dict[str, Any]:
                     break
             renamed[key] = value
         payload = {**payload, "model_state": renamed}
+    return {**payload, "version": 2}
+
+
+def _migrate_v2(payload: dict[str, Any]) -> dict[str, Any]:
+    """Add a version-2 tagger's ``embedder`` spec: its ``model_config`` held the ELMo options under
+    ``elmo`` (written there by the ELMo source), else the word + character embedder's options."""
+    from nerbias.models.bilstm_crf import word_char_spec
+    from nerbias.models.elmo import ELMO_EMBEDDER
+
+    config = payload.get("model_config")
+    if isinstance(config, dict) and "embedder" not in payload:  # a tagger (pretrain_lm.py's lm.pt has no model_config)
+        elmo = config.get("elmo")
+        spec = ({"_target_": ELMO_EMBEDDER, "options": elmo["options"], "freeze_lm": bool(elmo.get("freeze_lm", False)),
+                 "dropout": float(elmo.get("dropout", 0.0))} if elmo else word_char_spec(config))
+        payload = {**payload, "embedder": spec}
     return {**payload, "version": VERSION}
 
 
@@ -73,9 +90,11 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", 
         raise CheckpointError(f"{path}: not a nerbias checkpoint (no '{FORMAT}' marker)")
     if payload.get("version") == 1:
         payload = _migrate_v1(payload)
+    if payload.get("version") == 2:
+        payload = _migrate_v2(payload)
     if payload.get("version") != VERSION:
         raise CheckpointError(f"{path}: checkpoint version {payload.get('version')} is not supported "
-                              f"(expected 1 or {VERSION})")
+                              f"(expected 1 to {VERSION})")
     return payload
 
 

@@ -45,7 +45,7 @@ from nerbias.errors import DataFormatError, NerbiasError
 
 __all__ = [
     "ELMO_SIZES", "Highway", "ScalarMix", "ProjectedLstm", "ElmoCharacterEncoder", "ElmoBiLM", "ElmoTokenEncoder",
-    "elmo_options", "load_elmo", "build_elmo_encoder",
+    "elmo_options", "load_elmo", "build_elmo_encoder", "elmo_embedder", "resolve_elmo",
 ]
 
 # ---------------------------------------------------------------------------- options
@@ -371,34 +371,65 @@ class ElmoTokenEncoder(nn.Module):
         return self.dropout(mixed)
 
 
-def load_pretrained_lm(path: str | Path) -> ElmoBiLM:
-    """A biLM saved by ``pretrain_lm.py`` (``lm.pt``: options + weights, loads with weights_only)."""
+ELMO_EMBEDDER = "nerbias.models.elmo.elmo_embedder"
+
+
+def elmo_embedder(words: Any, chars: Any, options: Mapping[str, Any], freeze_lm: bool = False,
+                  dropout: float = 0.0) -> ElmoTokenEncoder:
+    """The token embedder factory of ``embeddings=elmo`` (``bilstm_crf.build_token_embedder``): a
+    randomly initialised encoder of these biLM options. ELMo reads every token from its characters,
+    so the vocabularies are not used."""
+    return ElmoTokenEncoder(options, freeze_lm=bool(freeze_lm), dropout=float(dropout))
+
+
+def _pretrained_lm(path: str | Path) -> tuple[dict[str, Any], dict[str, Tensor]]:
+    """The options and weights of a biLM saved by ``pretrain_lm.py`` (``lm.pt``, loads with weights_only)."""
     from nerbias.models.checkpoint import load_checkpoint
 
     payload = load_checkpoint(path)
     if payload.get("kind") != "elmo-lm":
         raise NerbiasError(f"{path}: not a language model saved by pretrain_lm.py")
-    bilm = ElmoBiLM(payload["options"])
-    bilm.load_state_dict(payload["bilm_state"])
+    return payload["options"], payload["bilm_state"]
+
+
+def load_pretrained_lm(path: str | Path) -> ElmoBiLM:
+    """A biLM saved by ``pretrain_lm.py`` (``lm.pt``: options + weights, loads with weights_only)."""
+    options, state = _pretrained_lm(path)
+    bilm = ElmoBiLM(options)
+    bilm.load_state_dict(state)
     return bilm
 
 
-def build_elmo_encoder(cfg: Mapping[str, Any] | None = None) -> ElmoTokenEncoder:
-    """From a flat config: ``pretrained_lm`` (an ``lm.pt`` of pretrain_lm.py), or ``options_file`` +
+def resolve_elmo(cfg: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Tensor] | None]:
+    """The biLM options a flat config resolves to (plain data) and the biLM's pretrained weights (None
+    when it starts random): ``pretrained_lm`` (an ``lm.pt`` of pretrain_lm.py), or ``options_file`` +
     ``weight_file`` (official pretrained ELMo), else ``size`` (small | paper) with optional
-    ``char_cnn`` / ``lstm`` overrides; plus ``freeze_lm`` and ``dropout``."""
+    ``char_cnn`` / ``lstm`` overrides. Reading the files leaves the random stream untouched, so the
+    encoder built from these options draws what it would have drawn without them."""
     cfg = dict(cfg or {})
     if cfg.get("pretrained_lm"):
-        bilm = load_pretrained_lm(cfg["pretrained_lm"])
+        options, state = _pretrained_lm(cfg["pretrained_lm"])
     elif cfg.get("options_file") or cfg.get("weight_file"):
         if not (cfg.get("options_file") and cfg.get("weight_file")):
             raise NerbiasError("pretrained ELMo needs both options_file and weight_file")
-        bilm = load_elmo(cfg["options_file"], cfg["weight_file"])
+        with torch.random.fork_rng(devices=[]):  # the arrays overwrite this module's random start
+            bilm = load_elmo(cfg["options_file"], cfg["weight_file"])
+        options, state = bilm.options, bilm.state_dict()
     else:
         overrides = {key: cfg[key] for key in ("char_cnn", "lstm") if cfg.get(key)}
-        bilm = ElmoBiLM(elmo_options(cfg.get("size", "small"), overrides))
-    return ElmoTokenEncoder(bilm=bilm, freeze_lm=bool(cfg.get("freeze_lm", False)),
-                            dropout=float(cfg.get("dropout", 0.0)))
+        options, state = elmo_options(cfg.get("size", "small"), overrides), None
+    return json.loads(json.dumps(options)), state
+
+
+def build_elmo_encoder(cfg: Mapping[str, Any] | None = None) -> ElmoTokenEncoder:
+    """The encoder of a flat config (``resolve_elmo``), with its pretrained weights; plus ``freeze_lm``
+    and ``dropout``."""
+    cfg = dict(cfg or {})
+    options, state = resolve_elmo(cfg)
+    encoder = elmo_embedder(None, None, options, freeze_lm=cfg.get("freeze_lm", False), dropout=cfg.get("dropout", 0.0))
+    if state is not None:
+        encoder.bilm.load_state_dict(state)
+    return encoder
 
 
 # ---------------------------------------------------------------------------- pretrained weights

@@ -1,26 +1,30 @@
 """What the ``embeddings`` config group builds (its ``_target_``): the source of a tagger's token embedder.
 
 A source knows how tokens are looked up (``lowercase``), which words it brings into the word
-vocabulary, and how to make the ``nn.Module`` that embeds tokens for ``BiLSTMCRFTagger``:
+vocabulary, and what token embedder ``BiLSTMCRFTagger`` gets:
 
+- ``embedder_spec(model)``: plain data, the embedder's factory (``_target_``) and its resolved
+  options; ``bilstm_crf.build_token_embedder`` builds it, and a checkpoint stores it, so loading
+  rebuilds the same embedder without the source files;
+- ``initial_weights(words, seed)``: the values the source read from pretrained files, loaded over
+  the embedder's random start (none for random vectors or an ELMo trained from scratch).
+
+The sources:
 - ``WordVectors`` (``embeddings=glove|conceptnet|random``): word vectors, pretrained from a file
   through gensim (``source``) or trained from scratch (``source: null``), + the character encoder
   (``model.char_encoder``: a CNN by default, a BiLSTM with ``lstm``, or none);
 - ``ElmoEmbeddings`` (``embeddings=elmo``): the ELMo-style contextual encoder.
-
-Whatever a source reads is recorded in ``TaggerConfig`` (word_dim, or the ELMo options), so a
-checkpoint rebuilds its embedder without the source files (``build_token_embedder``).
 """
 
 from __future__ import annotations
 
-import json
+import copy
 import logging
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import numpy as np
 import torch
-from torch import nn
+from torch import Tensor
 
 from nerbias.data.debias import (NEUTRALIZE, equalised_sets, hard_debias, load_sets, normalized,
                                  subspace_of)
@@ -28,7 +32,7 @@ from nerbias.data.debias_diagnostics import name_keys, report
 from nerbias.data.embeddings import coverage, embedding_matrix, load_keyed_vectors
 from nerbias.errors import NerbiasError
 from nerbias.data.vocab import Vocabulary
-from nerbias.models.bilstm_crf import TaggerConfig, WordCharEmbedder
+from nerbias.models.bilstm_crf import word_char_spec
 
 log = logging.getLogger(__name__)
 
@@ -149,18 +153,19 @@ class WordVectors:
         return {"names": len(group_of), "found": len(found), "missing": missing,
                 "missing_by_group": {n: group_of[n] for n in missing}}
 
-    def model_options(self) -> dict[str, Any]:
-        return {"word_dim": self.dim, "freeze_words": self.freeze}
+    def embedder_spec(self, model: Mapping[str, Any]) -> dict[str, Any]:
+        """A word table of this source's dimension + the character encoder of the ``model`` options."""
+        return word_char_spec({**model, "word_dim": self.dim, "freeze_words": self.freeze})
 
-    def token_embedder(self, words: Vocabulary, chars: Vocabulary, config: TaggerConfig, seed: int = 0) -> nn.Module:
-        pretrained = None
-        if self.pretrained:
-            values, hits = embedding_matrix(self.keyed, words.items, self.dim, self.lowercase, seed=seed,
-                                            source=str(self.path or self.source), unit_length=self.normalize,
-                                            training_words=words.counted)
-            log.info("word vocabulary %d, %d with pretrained vectors", len(words), hits)
-            pretrained = torch.from_numpy(values)
-        return WordCharEmbedder(len(words), len(chars), config, pretrained=pretrained, unk_index=words.unk_index)
+    def initial_weights(self, words: Vocabulary, seed: int = 0) -> dict[str, Tensor]:
+        """The pretrained rows of the word table (random where a word has no vector); none when random."""
+        if not self.pretrained:
+            return {}
+        values, hits = embedding_matrix(self.keyed, words.items, self.dim, self.lowercase, seed=seed,
+                                        source=str(self.path or self.source), unit_length=self.normalize,
+                                        training_words=words.counted)
+        log.info("word vocabulary %d, %d with pretrained vectors", len(words), hits)
+        return {"words.weight": torch.from_numpy(values)}
 
 
 class ElmoEmbeddings:
@@ -177,7 +182,7 @@ class ElmoEmbeddings:
                      "pretrained_lm": pretrained_lm, "char_cnn": char_cnn, "lstm": lstm, "freeze_lm": freeze_lm,
                      "dropout": dropout}
         self.lowercase = bool(lowercase)
-        self._encoder = None
+        self._resolved = None
 
     def vocabulary_words(self) -> list[str]:
         return []
@@ -185,23 +190,29 @@ class ElmoEmbeddings:
     def name_coverage(self, group_of: Mapping[str, str]) -> None:
         return None  # every token is encoded from its characters: no vocabulary to miss a name
 
-    def model_options(self) -> dict[str, Any]:
-        """The encoder's resolved options (``TaggerConfig.elmo``): they go into the checkpoint, which
-        rebuilds the encoder without the pretrained files."""
-        encoder = self._built()
-        return {"elmo": {"options": json.loads(json.dumps(encoder.bilm.options)),
-                         "freeze_lm": bool(encoder.freeze_lm), "dropout": float(encoder.dropout.p)}}
-
     def encoder(self):
+        """The encoder alone, with its pretrained weights (``pretrain_lm.py`` trains its biLM)."""
         from nerbias.models.elmo import build_elmo_encoder
 
         return build_elmo_encoder(self.spec)
 
-    def _built(self):
-        """This source's encoder, built once (its options and the module must be the same one)."""
-        if self._encoder is None:
-            self._encoder = self.encoder()
-        return self._encoder
+    def _resolve(self) -> tuple[dict[str, Any], dict[str, Tensor] | None]:
+        """The biLM's resolved options and pretrained weights, read once (``elmo.resolve_elmo``)."""
+        if self._resolved is None:
+            from nerbias.models.elmo import resolve_elmo
 
-    def token_embedder(self, words: Vocabulary, chars: Vocabulary, config: TaggerConfig, seed: int = 0) -> nn.Module:
-        return self._built()
+            self._resolved = resolve_elmo(self.spec)
+        return self._resolved
+
+    def embedder_spec(self, model: Mapping[str, Any]) -> dict[str, Any]:
+        """The encoder of the resolved biLM options (the ``model`` options are the BiLSTM's only)."""
+        from nerbias.models.elmo import ELMO_EMBEDDER
+
+        return {"_target_": ELMO_EMBEDDER, "options": copy.deepcopy(self._resolve()[0]),
+                "freeze_lm": bool(self.spec["freeze_lm"]),
+                "dropout": float(self.spec["dropout"])}
+
+    def initial_weights(self, words: Vocabulary, seed: int = 0) -> dict[str, Tensor]:
+        """The pretrained biLM's weights; none for a biLM trained from scratch."""
+        state = self._resolve()[1]
+        return {f"bilm.{key}": value for key, value in (state or {}).items()}

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -14,8 +15,8 @@ from tqdm.auto import tqdm
 from nerbias.models.checkpoint import load_checkpoint
 from nerbias.data.conll import ENTITY_TYPES, Sentence
 from nerbias.data.batching import Encoder
-from nerbias.errors import CheckpointError
-from nerbias.models.bilstm_crf import BiLSTMCRFTagger, TaggerConfig, build_token_embedder, effective_model_options
+from nerbias.errors import CheckpointError, NerbiasError
+from nerbias.models.bilstm_crf import BiLSTMCRFTagger, TaggerConfig, build_token_embedder
 from nerbias.models.embedders import WordVectors
 from nerbias.data.tags import Span, bioes_tag_set, bioes_to_spans
 from nerbias.data.vocab import Vocabulary
@@ -39,11 +40,10 @@ def resolve_device(name: str) -> torch.device:
 
 
 def tagger_config_from(cfg: Mapping[str, Any]) -> TaggerConfig:
-    known = TaggerConfig.__dataclass_fields__
-    values = {key: value for key, value in effective_model_options(cfg).items() if key in known}
-    for key in ("char_widths", "noise_types"):
-        if key in values:
-            values[key] = tuple(values[key])
+    """The BiLSTM-CRF's options among ``cfg`` (a ``model`` section or a checkpoint's ``model_config``)."""
+    values = {key: value for key, value in cfg.items() if key in TaggerConfig.__dataclass_fields__}
+    if "noise_types" in values:
+        values["noise_types"] = tuple(values["noise_types"])
     return TaggerConfig(**values)
 
 
@@ -51,8 +51,9 @@ class NerTagger:
     """Model + vocabularies + encoder; the object evaluation code talks to."""
 
     def __init__(self, model: BiLSTMCRFTagger, words: Vocabulary, chars: Vocabulary, tags: Vocabulary,
-                 lowercase_words: bool, config: Mapping[str, Any] | None = None):
+                 lowercase_words: bool, embedder_spec: Mapping[str, Any], config: Mapping[str, Any] | None = None):
         self.model = model
+        self.embedder_spec = copy.deepcopy(dict(embedder_spec))  # how model.embedder was built (plain data)
         self.words, self.chars, self.tags = words, chars, tags
         self.lowercase_words = lowercase_words
         self.config = dict(config or {})
@@ -62,15 +63,21 @@ class NerTagger:
     # ------------------------------------------------------------------ construction
     @classmethod
     def build(cls, train: Sequence[Sentence], model_cfg: Mapping[str, Any], embeddings: Any = None,
-              config: Mapping[str, Any] | None = None, seed: int = 0, lowercase_words: bool = True) -> "NerTagger":
-        """Vocabularies from the training data (plus the embeddings' words), then the model.
+              config: Mapping[str, Any] | None = None, seed: int = 0, lowercase_words: bool = True,
+              noise_types: Sequence[str] = ()) -> "NerTagger":
+        """Vocabularies from the training data (plus the embeddings' words), then the model: the
+        token embedder the embeddings source specifies (``build_token_embedder``, the builder
+        checkpoints are loaded with, plus the source's pretrained values), the BiLSTM-CRF of ``model_cfg``.
 
         ``embeddings`` is a token-embedder source (``nerbias.models.embedders``: what the
         ``embeddings`` config group builds); None means random word vectors of ``model_cfg``'s
-        ``word_dim``, looked up lower-cased when ``lowercase_words``.
+        ``word_dim``, looked up lower-cased when ``lowercase_words``. ``noise_types``: the entity
+        types of adversarial training's noise vectors (``TaggerConfig.noise_types``). Nothing passed
+        in is changed.
         """
         if embeddings is None:
-            embeddings = WordVectors(dim=model_cfg.get("word_dim", TaggerConfig.word_dim), lowercase=lowercase_words)
+            dim = {"dim": model_cfg["word_dim"]} if "word_dim" in model_cfg else {}
+            embeddings = WordVectors(lowercase=lowercase_words, **dim)
         lowercase = embeddings.lowercase
         normalise = (lambda w: w.lower()) if lowercase else (lambda w: w)
         words = Vocabulary.from_counts((normalise(t) for s in train for t in s.tokens),
@@ -78,38 +85,44 @@ class NerTagger:
         chars = Vocabulary.from_counts(c for s in train for t in s.tokens for c in t)
         types = sorted({span.label for s in train for span in s.spans} | set(ENTITY_TYPES))
         tags = Vocabulary(bioes_tag_set(types), with_specials=False)
-        tagger_cfg = tagger_config_from({**model_cfg, **embeddings.model_options()})
-        embedder = embeddings.token_embedder(words, chars, tagger_cfg, seed=seed)
-        return cls(BiLSTMCRFTagger(embedder, tags.items, tagger_cfg), words, chars, tags, lowercase, config)
+        tagger_cfg = tagger_config_from(model_cfg)
+        if noise_types:
+            tagger_cfg = replace(tagger_cfg, noise_types=tuple(noise_types))
+        spec = embeddings.embedder_spec(model_cfg)
+        embedder = build_token_embedder(spec, words, chars, initial=embeddings.initial_weights(words, seed=seed))
+        return cls(BiLSTMCRFTagger(embedder, tags.items, tagger_cfg), words, chars, tags, lowercase, spec, config)
 
     def state(self) -> dict[str, Any]:
         return {
             "model_state": self.model.state_dict(),
             "vocab": {"words": self.words.items, "chars": self.chars.items, "tags": self.tags.items},
             "lowercase_words": self.lowercase_words,
+            "embedder": copy.deepcopy(self.embedder_spec),
             "model_config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self.model.config).items()},
             "config": self.config,
         }
 
     @classmethod
     def from_state(cls, payload: Mapping[str, Any], source: str = "checkpoint") -> "NerTagger":
+        """The tagger of a checkpoint's payload (``load_checkpoint`` migrates older layouts): the
+        token embedder from its saved spec by ``build_token_embedder``, as in ``build``."""
         try:
             vocab = payload["vocab"]
             words, chars = Vocabulary(vocab["words"]), Vocabulary(vocab["chars"])
             tags = Vocabulary(vocab["tags"], with_specials=False)
             tagger_cfg = tagger_config_from(payload["model_config"])
-            embedder = build_token_embedder(tagger_cfg, len(words), len(chars), unk_index=words.unk_index)
+            embedder = build_token_embedder(payload["embedder"], words, chars)
             model = BiLSTMCRFTagger(embedder, tags.items, tagger_cfg)
             model.load_state_dict(payload["model_state"])
             lowercase_words = payload["lowercase_words"]
-        except (KeyError, RuntimeError, TypeError) as error:
+        except (KeyError, RuntimeError, TypeError, ValueError, NerbiasError) as error:
             raise CheckpointError(f"{source}: incomplete or incompatible checkpoint ({error})") from None
         broken = [name for name, tensor in model.state_dict().items()
                   if tensor.is_floating_point() and bool((torch.isnan(tensor) | torch.isposinf(tensor)).any())]
         if broken:  # -inf may mark illegal CRF transitions; nan or +inf is a broken model
             raise CheckpointError(f"{source}: non-finite weights in {', '.join(broken[:5])}; refusing a broken model")
         model.eval()
-        return cls(model, words, chars, tags, lowercase_words, payload.get("config"))
+        return cls(model, words, chars, tags, lowercase_words, payload["embedder"], payload.get("config"))
 
     @classmethod
     def load(cls, path: str | Path, device: str = "cpu") -> "NerTagger":

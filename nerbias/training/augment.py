@@ -79,6 +79,12 @@ class Augmentation:
             raise NerbiasError("augment.adversarial needs at least two entity types (a wrong one to draw)")
 
     @property
+    def noise_types(self) -> tuple[str, ...]:
+        """The entity types of the tagger's learnable noise vectors: ``entity_types`` with adversarial
+        training, none without (``NerTagger.build``'s ``noise_types``)."""
+        return tuple(self.entity_types) if self.adversarial > 0 else ()
+
+    @property
     def active(self) -> bool:
         return bool(self.lowercase or self.names or self.entity_mask or self.adversarial)
 

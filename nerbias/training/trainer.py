@@ -202,7 +202,7 @@ class Trainer:
     resolved config (``run_config``), which goes into every checkpoint and must match a checkpoint
     being resumed. The coverage report (``embedding_coverage.json``) and, for normalised or de-biased
     vectors, the names' diagnostics (``debias_diagnostics.json``, completed from the best checkpoint's
-    word table at the end) are written at the start.
+    word table at the end) are written at the start. A trainer fits once.
     """
 
     def __init__(self, settings: TrainerSettings,
@@ -254,6 +254,7 @@ class Trainer:
             tagger = NerTagger.from_state(payload, source=str(resume_from)).to(self.device)
         else:
             tagger, names = self.new_tagger(data["train"])
+            self.new_tagger = None  # used once: what its embeddings source read (pretrained vectors) is freed now
             tagger.to(self.device)
             diagnostics = names.pop("debias", None) if names is not None else None
             (self.output_dir / DIAGNOSTICS_FILE).unlink(missing_ok=True)  # none left from an earlier attempt
