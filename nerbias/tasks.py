@@ -25,6 +25,7 @@ from nerbias.bias import census
 from nerbias.bias.names import load_names, substitution_pool
 from nerbias.bias.name_profile import PROFILE_KEYS
 from nerbias.bias.runner import EVALUATION_KEYS, METRICS_KEYS
+from nerbias.bias.statistics import NameStatistics
 from nerbias.bias.types import corpus_label
 from nerbias.building import build
 from nerbias.data.ambiguity import AmbiguityRule, ambiguous_tokens
@@ -129,7 +130,7 @@ def config_reads(cfg: DictConfig) -> dict[str, tuple[str, ...]]:
 # The class that receives each config node without a ``_target_`` states what its values may be
 # (``check_values``); a node with a ``_target_`` is checked by the class it builds (validation.validate).
 VALUE_OWNERS = {"trainer": TrainerSettings, "model": TaggerConfig, "augment": Augmentation,
-                "augment.ambiguity": AmbiguityRule}
+                "augment.ambiguity": AmbiguityRule, "metrics": NameStatistics, "bias_eval.metrics": NameStatistics}
 
 
 def validate_config(cfg: DictConfig, overrides: Iterable[str] = ()) -> None:

@@ -1,7 +1,12 @@
 """Config values checked before any work: one sentence naming the key and what it may be (exit 2).
 
-Each rule reads one key of the composed config; keys a group does not have are skipped, so one
-``validate`` serves train.py, evaluate.py and pretrain_lm.py. Keys appended on the command line
+Each rule lives in one place. A class that receives a config node states what its values may be
+(rules, ``Rule``, checked by its ``check_values`` classmethod, which its constructor calls too):
+``validate`` calls it on the composed config, for the class a node's ``_target_`` builds and for the
+classes the task layer names for nodes without one (``owners``; this bottom layer imports none of
+them). ``RULES`` holds only the keys no class receives (the seed, device strings, data limits, the
+evaluation loop's settings). Keys a config does not have are skipped, so one ``validate`` serves
+train.py, evaluate.py and pretrain_lm.py. Keys appended on the command line
 (``+trainer.max_epoch=3``) must be keys some config of that group defines: nothing would read a
 misspelt one, and the run would silently use the default.
 """
@@ -22,7 +27,6 @@ from nerbias.errors import NerbiasError
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 _DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
-WANDB_MODES = ("auto", "online", "offline", "disabled")
 
 
 class ConfigError(NerbiasError):
@@ -88,8 +92,8 @@ class ValueOwner(Protocol):
     def check_values(cls, values: Mapping[str, Any], prefix: str) -> None: ...
 
 
-# The keys no class receives whole (a seed, device strings, data limits, the evaluation loop's and the
-# statistics' settings, labels): the rules of the keys that a class receives are that class's.
+# The keys no class receives whole (the seed, device strings, data limits, the evaluation loop's settings,
+# labels); the rules of the keys a class receives are that class's.
 RULES: dict[str, Rule] = {
     "seed": at_least(0),
     "trainer.optimizer.lr": POSITIVE_NUMBER,  # a torch optimizer's: torch checks it only when it is built
@@ -102,15 +106,16 @@ RULES: dict[str, Rule] = {
     "corpus.sample": optional(POSITIVE_INTEGER, "every sentence"),
     "corpus.num_shards": POSITIVE_INTEGER,
     "corpus.template": Rule(lambda v: v is None or (_integer(v) and 1 <= v <= 9), "1-9, or null (all nine)"),
-    "metrics.confidence_bins": POSITIVE_INTEGER,
-    "metrics.confidence_over": one_of("recognised", "all"),
-    "metrics.exact_percentiles_max": at_least(0),
-    "metrics.std_ddof": one_of(0, 1, description="0 (population) or 1 (sample)"),
     "name_profile.enabled": BOOLEAN,
     "bias_eval.name_profile.enabled": BOOLEAN,
-    "logger.mode": one_of(*WANDB_MODES, description=", ".join(WANDB_MODES)),
     "logger.kind": one_of("wandb", "none", description="wandb or none (logger=wandb|none)"),
 }
+
+
+def check_key(key: str, value: Any) -> None:
+    """``value`` checked by the rule of ``key`` in RULES (for a class that receives one such key, e.g. every
+    tagger's ``batch_size``: the rule is stated here once, for all of them)."""
+    RULES[key].check(key, value)
 
 
 def _select(cfg: DictConfig, key: str) -> tuple[bool, Any]:
