@@ -130,7 +130,8 @@ def config_reads(cfg: DictConfig) -> dict[str, tuple[str, ...]]:
 # The class that receives each config node without a ``_target_`` states what its values may be
 # (``check_values``); a node with a ``_target_`` is checked by the class it builds (validation.validate).
 VALUE_OWNERS = {"trainer": TrainerSettings, "model": TaggerConfig, "augment": Augmentation,
-                "augment.ambiguity": AmbiguityRule, "metrics": NameStatistics, "bias_eval.metrics": NameStatistics}
+                "augment.ambiguity": AmbiguityRule, "metrics": NameStatistics, "bias_eval.metrics": NameStatistics,
+                "bias_eval.report": ReportOptions}
 
 
 def validate_config(cfg: DictConfig, overrides: Iterable[str] = ()) -> None:

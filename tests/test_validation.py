@@ -15,6 +15,7 @@ from nerbias.loggers import WandbLogger
 from nerbias.bias.statistics import NameStatistics
 from nerbias.models.bilstm_crf import TaggerConfig
 from nerbias.models.embedders import WordVectors
+from nerbias.reporting.report import ReportOptions
 from nerbias.tasks import VALUE_OWNERS, validate_config
 from nerbias.training.augment import Augmentation
 from nerbias.training.trainer import TrainerSettings
@@ -33,6 +34,7 @@ TARGET_OWNERS = {"embeddings": WordVectors, "logger": WandbLogger, "tagger": Tra
     (lambda: AmbiguityRule(casing="upper"), "ambiguity rule: casing='upper': must be exact or lower"),
     (lambda: WordVectors(debias="soft"), "embeddings.debias='soft': must be null or hard"),
     (lambda: NameStatistics(confidence_over="some"), "metrics.confidence_over='some': must be recognised or all"),
+    (lambda: ReportOptions(confidence=95), "bias_eval.report.confidence=95: must be a level between 0 and 1"),
     (lambda: WandbLogger(project="p", mode="loud"), "logger.mode='loud': must be auto, online, offline, disabled"),
 ])
 def test_a_class_refuses_on_construction_what_its_config_key_may_not_be(build, message):
@@ -44,7 +46,8 @@ def test_a_class_refuses_on_construction_what_its_config_key_may_not_be(build, m
 @pytest.mark.parametrize("path, owner", [*VALUE_OWNERS.items(), *TARGET_OWNERS.items()])
 def test_no_rule_is_stated_both_in_rules_and_by_the_class_that_receives_the_value(path, owner):
     never_allowed = object()  # fails every rule
-    own = [key for key in ("batch_size", "dropout", "names", "min_typed", "dim", "confidence_bins", "mode", "overflow")
+    own = [key for key in ("batch_size", "dropout", "names", "min_typed", "dim", "confidence_bins", "mode", "overflow",
+                                 "n_boot")
            if _raises(owner, {key: never_allowed})]
     assert own, f"{owner.__name__} states no rule"  # the probe below would prove nothing
     for key in RULES:
@@ -61,10 +64,12 @@ def _raises(owner, values) -> bool:
     return False
 
 
-def test_both_metrics_nodes_are_checked_before_any_work():
+def test_the_bias_evaluation_nodes_of_a_training_are_checked_before_any_work():
     cfg = compose_config("train", ["bias_eval=paper", "bias_eval.metrics.std_ddof=2"])
     with pytest.raises(ConfigError, match=r"^bias_eval\.metrics\.std_ddof=2: must be 0 \(population\) or 1 \(sample\)$"):
         validate_config(cfg)
+    with pytest.raises(ConfigError, match=r"^bias_eval\.report\.n_boot=0: must be an integer >= 1$"):
+        validate_config(compose_config("train", ["experiment=paper", "bias_eval.report.n_boot=0"]))
     with pytest.raises(ConfigError, match=r"^metrics\.confidence_bins=0: must be an integer >= 1$"):
         validate_config(compose_config("evaluate", ["tagger=spacy", "metrics.confidence_bins=0"]))
 
