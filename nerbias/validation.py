@@ -289,6 +289,18 @@ def _target_owned_nodes(cfg: DictConfig) -> list[tuple[str, Any]]:
     return found
 
 
+def check_config_values(cfg: DictConfig, owners: Mapping[str, ValueOwner] = {}) -> None:
+    """Every value by its rule: those of RULES, then each node's by its owner (see ``validate``)."""
+    for key, rule in RULES.items():
+        present, value = _select(cfg, key)
+        if present:
+            rule.check(key, value)
+    for path, owner in [*owners.items(), *_target_owned_nodes(cfg)]:
+        values = _node_values(cfg, path)
+        if values is not None:
+            owner.check_values(values, f"{path}.")
+
+
 def validate(cfg: DictConfig, overrides: Iterable[str] = (), owners: Mapping[str, ValueOwner] = {}) -> None:
     """Raise ConfigError for the first value outside what its key allows.
 
@@ -298,14 +310,7 @@ def validate(cfg: DictConfig, overrides: Iterable[str] = (), owners: Mapping[str
     """
     check_appended_keys(overrides)
     check_targets(cfg)
-    for key, rule in RULES.items():
-        present, value = _select(cfg, key)
-        if present:
-            rule.check(key, value)
-    for path, owner in [*owners.items(), *_target_owned_nodes(cfg)]:
-        values = _node_values(cfg, path)
-        if values is not None:
-            owner.check_values(values, f"{path}.")
+    check_config_values(cfg, owners)
     present, shard = _select(cfg, "corpus.shard")
     _, num_shards = _select(cfg, "corpus.num_shards")
     if present and shard is not None and not (_integer(shard) and 0 <= shard < (num_shards or 1)):

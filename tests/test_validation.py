@@ -8,7 +8,7 @@ import types
 import pytest
 from omegaconf import OmegaConf
 
-from helpers import compose_config
+from helpers import SHIPPED, compose_config
 from nerbias.bias.transformers_tagger import TransformersSlotTagger
 from nerbias.data.ambiguity import AmbiguityRule
 from nerbias.loggers import WandbLogger
@@ -19,7 +19,7 @@ from nerbias.reporting.report import ReportOptions
 from nerbias.tasks import VALUE_OWNERS, validate_config
 from nerbias.training.augment import Augmentation
 from nerbias.training.trainer import TrainerSettings
-from nerbias.validation import POSITIVE_INTEGER, RULES, ConfigError, check_values, validate
+from nerbias.validation import POSITIVE_INTEGER, RULES, ConfigError, check_config_values, check_values, validate
 
 # The classes whose config nodes carry a ``_target_`` (validate finds them through it).
 TARGET_OWNERS = {"embeddings": WordVectors, "logger": WandbLogger, "tagger": TransformersSlotTagger}
@@ -62,6 +62,11 @@ def _raises(owner, values) -> bool:
     except ConfigError:
         return True
     return False
+
+
+@pytest.mark.parametrize("config_name,overrides", SHIPPED, ids=[" ".join(o) for _, o in SHIPPED])
+def test_every_shipped_config_has_only_values_their_owners_allow(config_name, overrides):
+    check_config_values(compose_config(config_name, overrides), VALUE_OWNERS)
 
 
 def test_the_bias_evaluation_nodes_of_a_training_are_checked_before_any_work():
