@@ -131,11 +131,13 @@ class CharLSTM(nn.Module):
 
 
 def build_char_encoder(num_chars: int, config: TaggerConfig) -> nn.Module | None:
+    if config.char_encoder is None:
+        return None
     if config.char_encoder == "cnn":
         return CharCNN(num_chars, config.char_dim, config.char_filters, config.char_widths)
     if config.char_encoder == "lstm":
         return CharLSTM(num_chars, config.char_dim, config.char_lstm_hidden)
-    return None  # TaggerConfig allows no other value (MODEL_RULES)
+    raise ValueError(f"model.char_encoder={config.char_encoder!r}: must be one of {', '.join(CHAR_ENCODER_OPTIONS)} or null")
 
 
 class WordCharEmbedder(nn.Module):

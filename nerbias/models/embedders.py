@@ -27,9 +27,9 @@ from nerbias.data.debias import (NEUTRALIZE, equalised_sets, hard_debias, load_s
 from nerbias.data.debias_diagnostics import name_keys, report
 from nerbias.data.embeddings import coverage, embedding_matrix, load_keyed_vectors
 from nerbias.errors import NerbiasError
+from nerbias.validation import POSITIVE_INTEGER, Rule, check_values, one_of
 from nerbias.data.vocab import Vocabulary
 from nerbias.models.bilstm_crf import TaggerConfig, WordCharEmbedder
-from nerbias.validation import POSITIVE_INTEGER, Rule, check_values, one_of
 
 log = logging.getLogger(__name__)
 
