@@ -71,7 +71,8 @@ def test_every_shipped_config_has_only_values_their_owners_allow(config_name, ov
 
 def test_the_bias_evaluation_nodes_of_a_training_are_checked_before_any_work():
     cfg = compose_config("train", ["bias_eval=paper", "bias_eval.metrics.std_ddof=2"])
-    with pytest.raises(ConfigError, match=r"^bias_eval\.metrics\.std_ddof=2: must be 0 \(population\) or 1 \(sample\)$"):
+    with pytest.raises(ConfigError, match=r"^bias_eval\.metrics\.std_ddof=2: must be 0 \(population\) "
+                                          r"or 1 \(sample\)$"):
         validate_config(cfg)
     with pytest.raises(ConfigError, match=r"^bias_eval\.report\.n_boot=0: must be an integer >= 1$"):
         validate_config(compose_config("train", ["experiment=paper", "bias_eval.report.n_boot=0"]))

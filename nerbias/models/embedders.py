@@ -52,7 +52,8 @@ def effective_embedding_options(section: Mapping[str, Any]) -> dict[str, Any]:
 
 WORD_VECTOR_RULES: dict[str, Rule] = {
     "dim": POSITIVE_INTEGER, "debias": one_of(None, "hard", description="null or hard"),
-    "debias_neutralize": one_of(*NEUTRALIZE), "normalize": Rule(lambda v: v is None or isinstance(v, bool), "true, false or null")}
+    "debias_neutralize": one_of(*NEUTRALIZE),
+    "normalize": Rule(lambda v: v is None or isinstance(v, bool), "true, false or null")}
 
 
 class WordVectors:

@@ -56,7 +56,8 @@ def effective_augment_options(section: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
-AUGMENT_RULES: dict[str, Rule] = {**{key: PROBABILITY for key in AUGMENT_PROBABILITIES}, "adversarial_context": at_least(0)}
+AUGMENT_RULES: dict[str, Rule] = {**{key: PROBABILITY for key in AUGMENT_PROBABILITIES},
+                                  "adversarial_context": at_least(0)}
 
 
 @dataclass(frozen=True)
