@@ -127,11 +127,11 @@ def config_reads(cfg: DictConfig) -> dict[str, tuple[str, ...]]:
     return reads
 
 
-# The class that receives each config node without a ``_target_`` states what its values may be
+# The classes that receive the config nodes without a ``_target_`` state what their values may be
 # (``check_values``); a node with a ``_target_`` is checked by the class it builds (validation.validate).
-VALUE_OWNERS = {"trainer": TrainerSettings, "model": TaggerConfig, "augment": Augmentation,
-                "augment.ambiguity": AmbiguityRule, "metrics": NameStatistics, "bias_eval.metrics": NameStatistics,
-                "bias_eval.report": ReportOptions}
+VALUE_OWNERS = (("trainer", TrainerSettings), ("model", TaggerConfig), ("augment", Augmentation),
+                ("augment.ambiguity", AmbiguityRule), ("metrics", NameStatistics),
+                ("bias_eval.metrics", NameStatistics), ("bias_eval.report", ReportOptions))
 
 
 def validate_config(cfg: DictConfig, overrides: Iterable[str] = ()) -> None:

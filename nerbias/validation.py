@@ -289,24 +289,25 @@ def _target_owned_nodes(cfg: DictConfig) -> list[tuple[str, Any]]:
     return found
 
 
-def check_config_values(cfg: DictConfig, owners: Mapping[str, ValueOwner] = {}) -> None:
+def check_config_values(cfg: DictConfig, owners: Iterable[tuple[str, ValueOwner]] = ()) -> None:
     """Every value by its rule: those of RULES, then each node's by its owner (see ``validate``)."""
     for key, rule in RULES.items():
         present, value = _select(cfg, key)
         if present:
             rule.check(key, value)
-    for path, owner in [*owners.items(), *_target_owned_nodes(cfg)]:
+    for path, owner in [*owners, *_target_owned_nodes(cfg)]:
         values = _node_values(cfg, path)
         if values is not None:
             owner.check_values(values, f"{path}.")
 
 
-def validate(cfg: DictConfig, overrides: Iterable[str] = (), owners: Mapping[str, ValueOwner] = {}) -> None:
+def validate(cfg: DictConfig, overrides: Iterable[str] = (), owners: Iterable[tuple[str, ValueOwner]] = ()) -> None:
     """Raise ConfigError for the first value outside what its key allows.
 
-    ``owners``: config path -> the class that receives that node (``TrainerSettings`` for ``trainer``),
-    for nodes without a ``_target_``; a node with one is checked by the class its target builds. The
-    task layer names them (this module imports none of the classes).
+    ``owners``: (config path, a class that receives that node's values) for nodes without a
+    ``_target_``, e.g. ``("trainer", TrainerSettings)``; a node may have several. A node with a
+    ``_target_`` is checked by the class its target builds. The task layer names the owners (this
+    module imports none of them).
     """
     check_appended_keys(overrides)
     check_targets(cfg)

@@ -43,7 +43,7 @@ def test_a_class_refuses_on_construction_what_its_config_key_may_not_be(build, m
     assert str(caught.value).startswith(message)
 
 
-@pytest.mark.parametrize("path, owner", [*VALUE_OWNERS.items(), *TARGET_OWNERS.items()])
+@pytest.mark.parametrize("path, owner", [*VALUE_OWNERS, *TARGET_OWNERS.items()])
 def test_no_rule_is_stated_both_in_rules_and_by_the_class_that_receives_the_value(path, owner):
     never_allowed = object()  # fails every rule
     own = [key for key in ("batch_size", "dropout", "names", "min_typed", "dim", "confidence_bins", "mode", "overflow",
