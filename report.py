@@ -43,13 +43,12 @@ def parse_years(text: str | None) -> list[int] | None:
 
 def check_arguments(args: argparse.Namespace) -> None:
     """Every option's value, before any file is read or written (one line each, exit 2)."""
-    at_least = {"--n-boot": (args.n_boot, 1), "--n-permutations": (args.n_permutations, 1),
-                "--census-boot": (args.census_boot, 1), "--census-permutations": (args.census_permutations, 0)}
-    for option, (value, minimum) in at_least.items():
-        if value < minimum:
-            raise NerbiasError(f"{option} {value}: must be an integer >= {minimum}")
-    if not 0 < args.confidence < 1:
-        raise NerbiasError(f"--confidence {args.confidence}: must be a level between 0 and 1, e.g. 0.95")
+    from nerbias.reporting.report import REPORT_RULES  # the rules ReportOptions states for these options
+
+    for key, rule in REPORT_RULES.items():
+        value = getattr(args, key)
+        if not rule.allowed(value):
+            raise NerbiasError(f"--{key.replace('_', '-')} {value}: must be {rule.description}")
     parse_years(args.census_years)
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from nerbias.building import build
+from nerbias.validation import check_values, one_of
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +24,11 @@ class NullLogger:
     experiment that names its W&B project runs unchanged with ``logger=none``."""
 
     run = None
+
+    @classmethod
+    def check_values(cls, values: Mapping[str, Any], prefix: str = "logger.") -> None:
+        """What the settings may be (validation.validate checks a config's before any work)."""
+        check_values(values, {"mode": one_of(*MODES, description=", ".join(MODES))}, prefix)
 
     def __init__(self, config: Mapping[str, Any] | None = None, save_dir: str | Path | None = None,
                  project: str | None = None, mode: str | None = None, name: str | None = None,
@@ -73,6 +79,7 @@ class WandbLogger(NullLogger):
     def __init__(self, project: str, mode: str = "auto", config: Mapping[str, Any] | None = None,
                  save_dir: str | Path = ".", name: str | None = None, group: str | None = None,
                  tags: list[str] | None = None, entity: str | None = None, job_type: str | None = None):
+        self.check_values({"mode": mode})
         self.run = None
         self.mode = _resolve_mode(mode)
         try:

@@ -15,7 +15,7 @@ import functools
 import json
 import logging
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import yaml
 from hydra.utils import get_object, instantiate
@@ -25,6 +25,7 @@ from nerbias.bias import census
 from nerbias.bias.names import load_names, substitution_pool
 from nerbias.bias.name_profile import PROFILE_KEYS
 from nerbias.bias.runner import EVALUATION_KEYS, METRICS_KEYS
+from nerbias.bias.statistics import NameStatistics
 from nerbias.bias.types import corpus_label
 from nerbias.building import build
 from nerbias.data.ambiguity import AmbiguityRule, ambiguous_tokens
@@ -126,6 +127,19 @@ def config_reads(cfg: DictConfig) -> dict[str, tuple[str, ...]]:
     return reads
 
 
+# The classes that receive the config nodes without a ``_target_`` state what their values may be
+# (``check_values``); a node with a ``_target_`` is checked by the class it builds (validation.validate).
+VALUE_OWNERS = (("trainer", TrainerSettings), ("model", TaggerConfig), ("augment", Augmentation),
+                ("augment.ambiguity", AmbiguityRule), ("metrics", NameStatistics),
+                ("bias_eval.metrics", NameStatistics), ("bias_eval.report", ReportOptions))
+
+
+def validate_config(cfg: DictConfig, overrides: Iterable[str] = ()) -> None:
+    """Everything a task checks before any work: each value, by its owner's rules, and each key."""
+    validate(cfg, overrides, VALUE_OWNERS)
+    check_config_keys(cfg, config_reads(cfg))
+
+
 def build_augmentation(cfg: DictConfig) -> Augmentation:
     """The ``augment`` group as an Augmentation; its name pool (only read when ``augment.names > 0``)
     is the training half of the SSA first names minus every name of ``augment.pool_exclude``
@@ -200,8 +214,7 @@ def run_training(cfg: DictConfig, output_dir: str | Path) -> dict[str, float]:
     """Train and score on CoNLL-03; then, when ``bias_eval`` is set, evaluate the best checkpoint
     on the bias corpora into ``<run dir>/bias/<corpus>[_lower]/``, logged to the same W&B run."""
     output_dir = Path(output_dir)
-    validate(cfg, _command_line_overrides())
-    check_config_keys(cfg, config_reads(cfg))
+    validate_config(cfg, _command_line_overrides())
     if cfg.get("bias_eval") and cfg.bias_eval.get("report"):  # its options (the ambiguity rule) before training
         ReportOptions(**OmegaConf.to_container(cfg.bias_eval.report, resolve=True))
     check_writable(output_dir / "checkpoints")  # before an epoch, not after it
@@ -298,8 +311,7 @@ def _use_model_artifact(cfg: DictConfig, logger: NullLogger) -> None:
 
 def run_evaluation(cfg: DictConfig, output_dir: str | Path) -> dict[str, Any]:
     output_dir = Path(output_dir)
-    validate(cfg, _command_line_overrides())
-    check_config_keys(cfg, config_reads(cfg))
+    validate_config(cfg, _command_line_overrides())
     check_writable(output_dir)
     if int(cfg.corpus.get("num_shards", 1)) > 1 and cfg.get("shards_dir"):
         check_writable(cfg.shards_dir)

@@ -1,7 +1,12 @@
 """Config values checked before any work: one sentence naming the key and what it may be (exit 2).
 
-Each rule reads one key of the composed config; keys a group does not have are skipped, so one
-``validate`` serves train.py, evaluate.py and pretrain_lm.py. Keys appended on the command line
+Each rule lives in one place. A class that receives a config node states what its values may be
+(rules, ``Rule``, checked by its ``check_values`` classmethod, which its constructor calls too):
+``validate`` calls it on the composed config, for the class a node's ``_target_`` builds and for the
+classes the task layer names for nodes without one (``owners``; this bottom layer imports none of
+them). ``RULES`` holds only the keys no class receives (the seed, device strings, data limits, the
+evaluation loop's settings). Keys a config does not have are skipped, so one ``validate`` serves
+train.py, evaluate.py and pretrain_lm.py. Keys appended on the command line
 (``+trainer.max_epoch=3``) must be keys some config of that group defines: nothing would read a
 misspelt one, and the run would silently use the default.
 """
@@ -9,10 +14,12 @@ misspelt one, and the run would silently use the default.
 from __future__ import annotations
 
 import importlib
+import inspect
 import math
 import re
 from pathlib import Path
-from typing import Any, Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Collection, Iterable, Mapping, Protocol
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
@@ -20,7 +27,6 @@ from nerbias.errors import NerbiasError
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 _DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
-WANDB_MODES = ("auto", "online", "offline", "disabled")
 
 
 class ConfigError(NerbiasError):
@@ -35,55 +41,82 @@ def _integer(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "seed": (lambda v: _integer(v) and v >= 0, "an integer >= 0"),
-    "trainer.batch_size": (lambda v: _integer(v) and v >= 1, "an integer >= 1"),
-    "trainer.eval_batch_size": (lambda v: _integer(v) and v >= 1, "an integer >= 1"),
-    "trainer.max_epochs": (lambda v: _integer(v) and v >= 1, "an integer >= 1"),
-    "trainer.patience": (lambda v: _integer(v) and v >= 1, "an integer >= 1"),
-    "trainer.grad_clip": (lambda v: v is None or (_number(v) and v > 0), "a number > 0, or null (no clipping)"),
-    "trainer.optimizer.lr": (lambda v: _number(v) and v > 0, "a number > 0"),
-    "trainer.embedding_lr": (lambda v: v is None or (_number(v) and v > 0), "a number > 0, or null"),
-    "trainer.lr_decay": (lambda v: v is None or (_number(v) and v >= 0), "a number >= 0, or null"),
-    "trainer.device": (lambda v: isinstance(v, str) and bool(_DEVICE.fullmatch(v)), "auto, cpu, cuda or cuda:N"),
-    "model.dropout": (lambda v: _number(v) and 0 <= v < 1, "a number in [0, 1)"),
-    "model.word_dropout": (lambda v: _number(v) and 0 <= v < 1, "a number in [0, 1)"),
-    "model.lstm_hidden": (lambda v: _integer(v) and v >= 1, "an integer >= 1"),
-    "model.lstm_layers": (lambda v: _integer(v) and v >= 1, "an integer >= 1"),
-    "model.char_encoder": (lambda v: v in (None, "cnn", "lstm"), "cnn, lstm or null (no character features)"),
-    "model.char_lstm_hidden": (lambda v: _integer(v) and v >= 1, "an integer >= 1"),
-    "embeddings.dim": (lambda v: v is None or (_integer(v) and v >= 1), "an integer >= 1"),
-    "data.max_train_sentences": (lambda v: v is None or (_integer(v) and v >= 1), "an integer >= 1, or null (all)"),
-    "data.max_eval_sentences": (lambda v: v is None or (_integer(v) and v >= 1), "an integer >= 1, or null (all)"),
-    "tagger.device": (lambda v: isinstance(v, str) and bool(_DEVICE.fullmatch(v)), "auto, cpu, cuda or cuda:N"),
-    "tagger.batch_size": (lambda v: _integer(v) and v >= 1, "an integer >= 1"),
-    "corpus.batch_size": (lambda v: _integer(v) and v >= 1, "an integer >= 1"),
-    "corpus.sample": (lambda v: v is None or (_integer(v) and v >= 1), "an integer >= 1, or null (every sentence)"),
-    "corpus.num_shards": (lambda v: _integer(v) and v >= 1, "an integer >= 1"),
-    "corpus.template": (lambda v: v is None or (_integer(v) and 1 <= v <= 9), "1-9, or null (all nine)"),
-    "metrics.confidence_bins": (lambda v: _integer(v) and v >= 1, "an integer >= 1"),
-    "metrics.confidence_over": (lambda v: v in ("recognised", "all"), "recognised or all"),
-    "metrics.exact_percentiles_max": (lambda v: _integer(v) and v >= 0, "an integer >= 0"),
-    "metrics.std_ddof": (lambda v: v in (0, 1), "0 (population) or 1 (sample)"),
-    "augment.lowercase": (lambda v: _number(v) and 0 <= v <= 1, "a probability in [0, 1]"),
-    "augment.names": (lambda v: _number(v) and 0 <= v <= 1, "a probability in [0, 1]"),
-    "augment.entity_mask": (lambda v: _number(v) and 0 <= v <= 1, "a probability in [0, 1]"),
-    "augment.adversarial": (lambda v: _number(v) and 0 <= v <= 1, "a probability in [0, 1]"),
-    "augment.adversarial_context": (lambda v: _integer(v) and v >= 0, "an integer >= 0"),
-    "augment.ambiguity.types": (lambda v: isinstance(v, (list, ListConfig)) and len(v) > 0 and
-                                all(t in ("PER", "LOC", "ORG", "MISC", "O") for t in v),
-                                "a non-empty list of PER, LOC, ORG, MISC, O"),
-    "augment.ambiguity.min_typed": (lambda v: _integer(v) and v >= 1, "an integer >= 1"),
-    "augment.ambiguity.casing": (lambda v: v in ("exact", "lower"), "exact or lower"),
-    "augment.ambiguity.gazetteer": (lambda v: isinstance(v, bool), "true or false"),
-    "embeddings.debias": (lambda v: v in (None, "hard"), "null or hard"),
-    "name_profile.enabled": (lambda v: isinstance(v, bool), "true or false"),
-    "bias_eval.name_profile.enabled": (lambda v: isinstance(v, bool), "true or false"),
-    "embeddings.debias_neutralize": (lambda v: v in ("all", "neutral_only"), "all or neutral_only"),
-    "embeddings.normalize": (lambda v: v is None or isinstance(v, bool), "true, false or null"),
-    "logger.mode": (lambda v: v in WANDB_MODES, ", ".join(WANDB_MODES)),
-    "logger.kind": (lambda v: v in ("wandb", "none"), "wandb or none (logger=wandb|none)"),
+@dataclass(frozen=True)
+class Rule:
+    """What one key may be: a predicate and the words that say it ("an integer >= 1")."""
+
+    allowed: Callable[[Any], bool]
+    description: str
+
+    def check(self, key: str, value: Any) -> None:
+        if not self.allowed(value):
+            raise ConfigError(f"{key}={value!r}: must be {self.description}")
+
+
+def optional(rule: Rule, null_means: str = "") -> Rule:
+    """``rule``, or null (``null_means`` says what null does, e.g. "no clipping")."""
+    return Rule(lambda v: v is None or rule.allowed(v), f"{rule.description}, or null" +
+                (f" ({null_means})" if null_means else ""))
+
+
+def one_of(*choices: Any, description: str | None = None) -> Rule:
+    return Rule(lambda v: v in choices, description or " or ".join(str(c) for c in choices))
+
+
+def at_least(low: int) -> Rule:
+    return Rule(lambda v: _integer(v) and v >= low, f"an integer >= {low}")
+
+
+POSITIVE_INTEGER = at_least(1)
+POSITIVE_NUMBER = Rule(lambda v: _number(v) and v > 0, "a number > 0")
+NON_NEGATIVE_NUMBER = Rule(lambda v: _number(v) and v >= 0, "a number >= 0")
+PROBABILITY = Rule(lambda v: _number(v) and 0 <= v <= 1, "a probability in [0, 1]")
+LEVEL = Rule(lambda v: _number(v) and 0 < v < 1, "a level between 0 and 1, e.g. 0.95")
+FRACTION_BELOW_ONE = Rule(lambda v: _number(v) and 0 <= v < 1, "a number in [0, 1)")
+BOOLEAN = Rule(lambda v: isinstance(v, bool), "true or false")
+DEVICE = Rule(lambda v: isinstance(v, str) and bool(_DEVICE.fullmatch(v)), "auto, cpu, cuda or cuda:N")
+
+
+def check_values(values: Mapping[str, Any], rules: Mapping[str, Rule], prefix: str) -> None:
+    """Each key of ``rules`` that ``values`` has, checked; the message names ``prefix + key``. The
+    class that receives a config node states its rules once and calls this from its constructor and
+    from its ``check_values`` classmethod (what ``validate`` calls before any work)."""
+    for key, rule in rules.items():
+        if key in values:
+            rule.check(f"{prefix}{key}", values[key])
+
+
+class ValueOwner(Protocol):
+    """A class that receives a config node and states what its keys may be."""
+
+    @classmethod
+    def check_values(cls, values: Mapping[str, Any], prefix: str) -> None: ...
+
+
+# The keys no class receives whole (the seed, device strings, data limits, the evaluation loop's settings,
+# labels); the rules of the keys a class receives are that class's.
+RULES: dict[str, Rule] = {
+    "seed": at_least(0),
+    "trainer.optimizer.lr": POSITIVE_NUMBER,  # a torch optimizer's: torch checks it only when it is built
+    "trainer.device": DEVICE,
+    "data.max_train_sentences": optional(POSITIVE_INTEGER, "all"),
+    "data.max_eval_sentences": optional(POSITIVE_INTEGER, "all"),
+    "tagger.device": DEVICE,
+    "tagger.batch_size": POSITIVE_INTEGER,
+    "corpus.batch_size": POSITIVE_INTEGER,
+    "corpus.sample": optional(POSITIVE_INTEGER, "every sentence"),
+    "corpus.num_shards": POSITIVE_INTEGER,
+    "corpus.template": Rule(lambda v: v is None or (_integer(v) and 1 <= v <= 9), "1-9, or null (all nine)"),
+    "name_profile.enabled": BOOLEAN,
+    "bias_eval.name_profile.enabled": BOOLEAN,
+    "logger.kind": one_of("wandb", "none", description="wandb or none (logger=wandb|none)"),
 }
+
+
+def check_key(key: str, value: Any) -> None:
+    """``value`` checked by the rule of ``key`` in RULES (for a class that receives one such key, e.g. every
+    tagger's ``batch_size``: the rule is stated here once, for all of them)."""
+    RULES[key].check(key, value)
 
 
 def _select(cfg: DictConfig, key: str) -> tuple[bool, Any]:
@@ -163,8 +196,6 @@ def check_targets(cfg: DictConfig) -> None:
 def _target_parameters(target: Any) -> set[str] | None:
     """The parameters ``target`` takes by name; None when it takes ``**kwargs`` (anything goes) or
     cannot be imported here (``check_targets`` reports a misspelt one)."""
-    import inspect
-
     from hydra.utils import get_object
 
     try:
@@ -213,14 +244,74 @@ def check_config_keys(cfg: DictConfig, reads: Mapping[str, Collection[str]]) -> 
     walk(OmegaConf.to_container(cfg, resolve=False), "")
 
 
-def validate(cfg: DictConfig, overrides: Iterable[str] = ()) -> None:
-    """Raise ConfigError for the first value outside what its key allows."""
+def _node_values(cfg: DictConfig, path: str) -> dict[str, Any] | None:
+    """The keys of the node at ``path`` that resolve, as plain values (lists as lists); None when the
+    config has no such node."""
+    node = OmegaConf.select(cfg, path, default=None, throw_on_missing=False, throw_on_resolution_failure=False)
+    if not isinstance(node, DictConfig):
+        return None
+    values = {}
+    for key in node.keys():
+        present, value = _select(cfg, f"{path}.{key}")
+        if present:
+            values[str(key)] = OmegaConf.to_container(value, resolve=True) \
+                if isinstance(value, (DictConfig, ListConfig)) else value
+    return values
+
+
+def _target_owner(target: Any) -> Any:
+    """The class a ``_target_`` builds (a class, or the class of a classmethod constructor such as
+    ``WinogenderCorpus.from_file``) when it states its values' rules (``check_values``), else None."""
+    from hydra.utils import get_object
+
+    try:
+        found = get_object(target)
+    except Exception:  # noqa: BLE001 - check_targets names a misspelt target; the build reports the rest
+        return None
+    owner = found.__self__ if inspect.ismethod(found) and isinstance(found.__self__, type) else found
+    return owner if isinstance(owner, type) and hasattr(owner, "check_values") else None
+
+
+def _target_owned_nodes(cfg: DictConfig) -> list[tuple[str, Any]]:
+    """(path, owner) of every config node whose ``_target_`` builds a class that states its rules."""
+    found = []
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, Mapping):
+            owner = _target_owner(node["_target_"]) if "_target_" in node else None
+            if owner is not None:
+                found.append((path, owner))
+            for key, value in node.items():
+                if key != "hydra":
+                    walk(value, f"{path}.{key}" if path else str(key))
+
+    walk(OmegaConf.to_container(cfg, resolve=False), "")
+    return found
+
+
+def check_config_values(cfg: DictConfig, owners: Iterable[tuple[str, ValueOwner]] = ()) -> None:
+    """Every value by its rule: those of RULES, then each node's by its owner (see ``validate``)."""
+    for key, rule in RULES.items():
+        present, value = _select(cfg, key)
+        if present:
+            rule.check(key, value)
+    for path, owner in [*owners, *_target_owned_nodes(cfg)]:
+        values = _node_values(cfg, path)
+        if values is not None:
+            owner.check_values(values, f"{path}.")
+
+
+def validate(cfg: DictConfig, overrides: Iterable[str] = (), owners: Iterable[tuple[str, ValueOwner]] = ()) -> None:
+    """Raise ConfigError for the first value outside what its key allows.
+
+    ``owners``: (config path, a class that receives that node's values) for nodes without a
+    ``_target_``, e.g. ``("trainer", TrainerSettings)``; a node may have several. A node with a
+    ``_target_`` is checked by the class its target builds. The task layer names the owners (this
+    module imports none of them).
+    """
     check_appended_keys(overrides)
     check_targets(cfg)
-    for key, (allowed, description) in RULES.items():
-        present, value = _select(cfg, key)
-        if present and not allowed(value):
-            raise ConfigError(f"{key}={value!r}: must be {description}")
+    check_config_values(cfg, owners)
     present, shard = _select(cfg, "corpus.shard")
     _, num_shards = _select(cfg, "corpus.num_shards")
     if present and shard is not None and not (_integer(shard) and 0 <= shard < (num_shards or 1)):

@@ -55,6 +55,22 @@ def compose_config(config_name: str, overrides: list[str]):
         return compose(config_name=config_name, overrides=overrides, return_hydra_config=False)
 
 
+def _stems(group: str) -> list[str]:
+    return sorted(path.stem for path in (CONFIGS / group).glob("*.yaml"))
+
+
+# Every config the project ships, composed as a run would: (config name, overrides).
+SHIPPED = (
+    [("train", [f"experiment={stem}"]) for stem in _stems("experiment")]
+    + [("train", ["experiment=mitigation_study", f"mitigation={stem}"]) for stem in _stems("mitigation")]
+    + [("train", [f"{group}={stem}"]) for group in ("embeddings", "model", "trainer", "augment", "logger")
+       for stem in _stems(group)]
+    + [("evaluate", [f"corpus={corpus}", "tagger.path=x"]) for corpus in _stems("corpus")]
+    + [("evaluate", ["corpus=winogender", f"tagger={tagger}", "tagger.model=y"]) for tagger in ("flair", "transformers")]
+    + [("evaluate", ["corpus=census", f"tagger={tagger}"]) for tagger in ("spacy", "precomputed")]
+)
+
+
 def tiny_train_overrides(data_dir: Path, epochs: int = 2) -> list[str]:
     """A seconds-long CPU run on the tiny fixture, with random word vectors and no logger."""
     return [

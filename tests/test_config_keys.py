@@ -8,27 +8,12 @@ import re
 import pytest
 from omegaconf import OmegaConf
 
-from helpers import CONFIGS, ROOT, compose_config, run_script
+from helpers import CONFIGS, ROOT, SHIPPED, compose_config, run_script
 from nerbias.bias import runner
 from nerbias.tasks import config_reads
 from nerbias.training import trainer
 from nerbias import tasks
 from nerbias.validation import ConfigError, check_config_keys
-
-
-def _stems(group: str) -> list[str]:
-    return sorted(path.stem for path in (CONFIGS / group).glob("*.yaml"))
-
-
-SHIPPED = (
-    [("train", [f"experiment={stem}"]) for stem in _stems("experiment")]
-    + [("train", ["experiment=mitigation_study", f"mitigation={stem}"]) for stem in _stems("mitigation")]
-    + [("train", [f"{group}={stem}"]) for group in ("embeddings", "model", "trainer", "augment", "logger")
-       for stem in _stems(group)]
-    + [("evaluate", [f"corpus={corpus}", "tagger.path=x"]) for corpus in _stems("corpus")]
-    + [("evaluate", ["corpus=winogender", f"tagger={tagger}", "tagger.model=y"]) for tagger in ("flair", "transformers")]
-    + [("evaluate", ["corpus=census", f"tagger={tagger}"]) for tagger in ("spacy", "precomputed")]
-)
 
 
 def test_pretrain_lm_config_has_only_keys_that_code_reads():

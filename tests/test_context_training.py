@@ -285,7 +285,8 @@ def test_runs_saved_before_the_new_keys_resume_and_other_settings_do_not(tmp_pat
     ("augment.ambiguity.min_typed=0", "augment.ambiguity.min_typed=0: must be an integer >= 1"),
 ])
 def test_bad_values_of_the_new_options_stop_before_any_work(override, message):
-    from nerbias.validation import ConfigError, validate
+    from nerbias.tasks import validate_config
+    from nerbias.validation import ConfigError
 
     with pytest.raises(ConfigError, match=message):
-        validate(compose_config("train", [override]))
+        validate_config(compose_config("train", [override]))

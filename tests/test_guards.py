@@ -25,6 +25,7 @@ from nerbias.errors import CheckpointError, DataFormatError, NerbiasError
 from nerbias.fileio import atomic_write_text, check_writable, remove_orphans
 from nerbias.models.checkpoint import load_checkpoint, save_checkpoint
 from nerbias.models.tagger import NerTagger
+from nerbias.tasks import validate_config
 from nerbias.validation import ConfigError, validate
 
 # ------------------------------------------------------------------------------------ embeddings
@@ -133,7 +134,7 @@ def test_bad_training_values_are_named_before_any_work(tiny_data_dir, override, 
     base = [o for o in tiny_train_overrides(tiny_data_dir) if not (override.startswith("logger.") and o == "logger=none")]
     cfg = compose_config("train", base + [override])
     with pytest.raises(ConfigError) as caught:
-        validate(cfg)
+        validate_config(cfg)
     assert str(caught.value).startswith(message)
 
 
@@ -143,7 +144,7 @@ def test_bad_evaluation_values_are_named_before_any_work(tmp_path, override, mes
     checkpoint.write_bytes(b"x")
     cfg = compose_config("evaluate", [f"tagger.path={checkpoint}", "corpus=winogender", override])
     with pytest.raises(ConfigError) as caught:
-        validate(cfg)
+        validate_config(cfg)
     assert str(caught.value).startswith(message)
 
 

@@ -21,6 +21,7 @@ from typing import Any, Sequence
 from nerbias.bias.labels import PERSON, PERSON_TYPES, canonical_tag, word_spans
 from nerbias.bias.types import BiasSentence, SlotOutcome, outcome_from_spans
 from nerbias.errors import NerbiasError
+from nerbias.validation import check_key
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +67,7 @@ class FlairSlotTagger:
         import flair
         import torch
 
-        if int(batch_size) < 1:
-            raise NerbiasError(f"tagger.batch_size={batch_size}: must be at least 1")
+        check_key("tagger.batch_size", batch_size)
         if tagger is None:
             if model is None:
                 raise NerbiasError("tagger.model: the path of a trained Flair SequenceTagger is required")

@@ -35,6 +35,7 @@ import pandas as pd
 from nerbias.bias.types import RECOGNISED, BiasSentence, SlotOutcome
 from nerbias.errors import DataFormatError
 from nerbias.fileio import atomic_path
+from nerbias.validation import POSITIVE_INTEGER, Rule, at_least, check_values, one_of
 from nerbias.bias.names import NameList
 
 PERSON_PROBABILITY = "person_probability"
@@ -68,10 +69,22 @@ class _Name:
 DEFAULT_EXACT_LIMIT = 250_000  # confidences kept per name: 2 MB each, percentiles exact up to here
 
 
+# The ``metrics`` config node: how these statistics are taken (bins, confidence_over, exact_limit) and
+# the ``ddof`` of their standard deviations.
+METRICS_RULES: dict[str, Rule] = {
+    "confidence_bins": POSITIVE_INTEGER, "confidence_over": one_of("recognised", "all"),
+    "exact_percentiles_max": at_least(0), "std_ddof": one_of(0, 1, description="0 (population) or 1 (sample)")}
+
+
 class NameStatistics:
+    @classmethod
+    def check_values(cls, values: Mapping[str, object], prefix: str = "metrics.") -> None:
+        """What the ``metrics`` settings may be (validation.validate checks a config's before any work)."""
+        check_values(values, METRICS_RULES, prefix)
+
     def __init__(self, bins: int = 10000, confidence_over: str = "recognised", exact_limit: int = DEFAULT_EXACT_LIMIT):
-        if confidence_over not in ("recognised", "all"):
-            raise ValueError("confidence_over must be 'recognised' or 'all'")
+        self.check_values({"confidence_bins": bins, "confidence_over": confidence_over,
+                           "exact_percentiles_max": exact_limit})
         self.bins = bins
         self.confidence_over = confidence_over
         self.exact_limit = int(exact_limit)

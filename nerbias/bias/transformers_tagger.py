@@ -28,7 +28,7 @@ import logging
 import os
 import socket
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 from urllib.parse import urlparse
 
 import torch
@@ -36,6 +36,7 @@ import torch
 from nerbias.bias.labels import PERSON, PERSON_TYPES, canonical_tag, word_spans
 from nerbias.bias.types import BiasSentence, SlotOutcome, outcome_from_spans
 from nerbias.errors import NerbiasError
+from nerbias.validation import check_key, check_values, one_of
 
 log = logging.getLogger(__name__)
 
@@ -106,15 +107,16 @@ def load_token_classifier(model: str, revision: str | None = None) -> tuple[Any,
 class TransformersSlotTagger:
     """A Hugging Face token classifier on our words: first sub-token label and PERSON probability."""
 
+    @classmethod
+    def check_values(cls, values: Mapping[str, Any], prefix: str = "tagger.") -> None:
+        """What its options may be alone (validation.validate checks a config's before any work)."""
+        check_values(values, {"overflow": one_of(*OVERFLOW), "confidence": one_of(*CONFIDENCE)}, prefix)
+
     def __init__(self, model: str, device: str = "auto", batch_size: int = 64, max_length: int | None = None,
                  overflow: str = "error", confidence: str = "any", person_types: Sequence[str] = PERSON_TYPES,
                  revision: str | None = None, name: str | None = None, loaded: tuple[Any, Any] | None = None):
-        if overflow not in OVERFLOW:
-            raise NerbiasError(f"tagger.overflow={overflow!r}: must be one of {OVERFLOW}")
-        if confidence not in CONFIDENCE:
-            raise NerbiasError(f"tagger.confidence={confidence!r}: must be one of {CONFIDENCE}")
-        if int(batch_size) < 1:
-            raise NerbiasError(f"tagger.batch_size={batch_size}: must be at least 1")
+        self.check_values({"overflow": overflow, "confidence": confidence})
+        check_key("tagger.batch_size", batch_size)
         self.tokenizer, self.model = loaded if loaded is not None else load_token_classifier(model, revision)
         if not getattr(self.tokenizer, "is_fast", False):
             raise NerbiasError(f"tagger.model={model}: its tokenizer is not a fast tokenizer (word_ids() is needed)")

@@ -23,6 +23,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from nerbias.data.conll import Sentence
 from nerbias.errors import NerbiasError
+from nerbias.validation import BOOLEAN, Rule, at_least, check_values, one_of
 
 TOKEN_TYPES = ("PER", "LOC", "ORG", "MISC", "O")
 NOT_PERSON_TYPES = ("LOC", "ORG", "MISC")
@@ -114,6 +115,12 @@ def profile_row(token: str, exact: Mapping[str, Counter], lower: Mapping[str, Co
     return row
 
 
+AMBIGUITY_RULES: dict[str, Rule] = {
+    "min_typed": at_least(1), "casing": one_of(*CASINGS), "gazetteer": BOOLEAN,
+    "types": Rule(lambda v: isinstance(v, (list, tuple)) and len(v) > 0 and all(t in TOKEN_TYPES for t in v),
+                  f"a non-empty list of {', '.join(TOKEN_TYPES)}")}
+
+
 @dataclass(frozen=True)
 class AmbiguityRule:
     """When a name counts as ambiguous (see the module docstring); the default: typed LOC, ORG or MISC
@@ -125,15 +132,13 @@ class AmbiguityRule:
     gazetteer: bool = True
 
     def __post_init__(self) -> None:
-        if not isinstance(self.min_typed, int) or isinstance(self.min_typed, bool) or self.min_typed < 1:
-            raise NerbiasError(f"ambiguity rule: min_typed={self.min_typed!r} must be an integer >= 1")
-        unknown = [kind for kind in self.types if kind not in TOKEN_TYPES]
-        if unknown or not self.types:
-            raise NerbiasError(f"ambiguity rule: types={list(self.types)} must be a non-empty subset of "
-                               f"{list(TOKEN_TYPES)}")
-        if self.casing not in CASINGS:
-            raise NerbiasError(f"ambiguity rule: casing={self.casing!r} must be one of {list(CASINGS)}")
+        self.check_values(vars(self))
         object.__setattr__(self, "types", tuple(self.types))
+
+    @classmethod
+    def check_values(cls, values: Mapping[str, Any], prefix: str = "ambiguity rule: ") -> None:
+        """What each field may be (validation.validate checks ``augment.ambiguity`` before any work)."""
+        check_values(values, AMBIGUITY_RULES, prefix)
 
     @classmethod
     def from_mapping(cls, spec: Mapping[str, Any] | None) -> "AmbiguityRule":

@@ -18,6 +18,7 @@ from torch import Tensor, nn
 from nerbias.building import build
 from nerbias.data.vocab import Vocabulary
 from nerbias.models.crf import ConstrainedCRF
+from nerbias.validation import FRACTION_BELOW_ONE, POSITIVE_INTEGER, Rule, check_values, one_of
 
 
 @dataclass
@@ -33,6 +34,20 @@ class TaggerConfig:
     # type, in this order, that replaces a chosen training mention's token representations. Empty: none
     # (every run without the option, and every checkpoint written before it existed).
     noise_types: Sequence[str] = ()
+
+    def __post_init__(self) -> None:
+        self.check_values(vars(self))
+
+    @classmethod
+    def check_values(cls, values: Mapping[str, Any], prefix: str = "model.") -> None:
+        """What the ``model`` options may be (validation.validate checks a config's before any work)."""
+        check_values(values, MODEL_RULES, prefix)
+
+
+MODEL_RULES: dict[str, Rule] = {
+    "dropout": FRACTION_BELOW_ONE, "word_dropout": FRACTION_BELOW_ONE, "lstm_hidden": POSITIVE_INTEGER,
+    "lstm_layers": POSITIVE_INTEGER, "char_lstm_hidden": POSITIVE_INTEGER,
+    "char_encoder": one_of("cnn", "lstm", None, description="cnn, lstm or null (no character features)")}
 
 
 # Each character encoder and the options only it reads.

@@ -31,6 +31,7 @@ from nerbias.data.debias import (NEUTRALIZE, equalised_sets, hard_debias, load_s
 from nerbias.data.debias_diagnostics import name_keys, report
 from nerbias.data.embeddings import coverage, embedding_matrix, load_keyed_vectors
 from nerbias.errors import NerbiasError
+from nerbias.validation import POSITIVE_INTEGER, Rule, check_values, one_of
 from nerbias.data.vocab import Vocabulary
 from nerbias.models.bilstm_crf import word_char_spec
 
@@ -53,6 +54,12 @@ def effective_embedding_options(section: Mapping[str, Any]) -> dict[str, Any]:
     return section
 
 
+WORD_VECTOR_RULES: dict[str, Rule] = {
+    "dim": POSITIVE_INTEGER, "debias": one_of(None, "hard", description="null or hard"),
+    "debias_neutralize": one_of(*NEUTRALIZE),
+    "normalize": Rule(lambda v: v is None or isinstance(v, bool), "true, false or null")}
+
+
 class WordVectors:
     """Word vectors (+ the character encoder, CNN or BiLSTM): pretrained from ``source``/``path``, or random
     when ``source`` is None."""
@@ -60,11 +67,8 @@ class WordVectors:
     def __init__(self, source: str | None = None, path: str | None = None, dim: int = 50, lowercase: bool = True,
                  freeze: bool = False, include_pretrained_vocab: bool = True, debias: str | None = None,
                  normalize: bool | None = None, debias_neutralize: str = "all"):
-        if debias not in (None, "hard"):
-            raise NerbiasError(f"embeddings.debias={debias}: must be null or hard")
-        if debias_neutralize not in NEUTRALIZE:
-            raise NerbiasError(f"embeddings.debias_neutralize={debias_neutralize}: must be "
-                               f"{' or '.join(NEUTRALIZE)}")
+        self.check_values({"dim": dim, "debias": debias, "normalize": normalize,
+                           "debias_neutralize": debias_neutralize})
         if debias is None and debias_neutralize != "all":
             raise NerbiasError(f"embeddings.debias_neutralize={debias_neutralize} only applies with "
                                "embeddings.debias=hard")
@@ -81,6 +85,12 @@ class WordVectors:
         self.normalize = bool(normalize) or debias == "hard"  # de-biasing implies unit vectors
         self._keyed = None
         self._original = None  # the vectors as loaded, for the diagnostics (when normalised or de-biased)
+
+    @classmethod
+    def check_values(cls, values: Mapping[str, Any], prefix: str = "embeddings.") -> None:
+        """What each value may be alone (validation.validate checks a config's before any work); how they
+        combine, ``__init__`` says."""
+        check_values(values, WORD_VECTOR_RULES, prefix)
 
     @property
     def pretrained(self) -> bool:

@@ -16,7 +16,7 @@ import dataclasses
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -28,6 +28,7 @@ from nerbias.errors import NerbiasError
 from nerbias.fileio import atomic_write_text, write_csv
 from nerbias.data.ambiguity import AmbiguityRule
 from nerbias.loggers import NullLogger
+from nerbias.validation import LEVEL, POSITIVE_INTEGER, Rule, at_least, check_values
 from nerbias.reporting.ambiguity import (
     ambiguity_by_group, ambiguity_regression, census_ambiguity, census_gap_split, has_profile, pooled_names,
 )
@@ -49,6 +50,11 @@ from nerbias.reporting.uncertainty import (
 log = logging.getLogger(__name__)
 
 
+REPORT_RULES: dict[str, Rule] = {"n_boot": POSITIVE_INTEGER, "n_permutations": POSITIVE_INTEGER,
+                                 "census_boot": POSITIVE_INTEGER, "census_permutations": at_least(0),
+                                 "confidence": LEVEL}
+
+
 @dataclass
 class ReportOptions:
     n_boot: int = DEFAULT_N_BOOT
@@ -65,7 +71,14 @@ class ReportOptions:
     ambiguity_boot: int = 1000  # bootstrap replicates (over names) of the ambiguity regression
 
     def __post_init__(self) -> None:
-        AmbiguityRule.from_mapping(self.ambiguity_rule)  # a bad rule is named before any work
+        self.check_values(vars(self))
+
+    @classmethod
+    def check_values(cls, values: Mapping[str, Any], prefix: str = "bias_eval.report.") -> None:
+        """What the options may be (validation.validate checks ``bias_eval.report`` before any work;
+        report.py its command-line options, by the same rules)."""
+        check_values(values, REPORT_RULES, prefix)
+        AmbiguityRule.from_mapping(values.get("ambiguity_rule"))  # a bad rule is named before any work
 
 
 def ambiguity_lines(section: "Section", frames: Sequence[pd.DataFrame], out_dir: Path, options: ReportOptions) -> None:

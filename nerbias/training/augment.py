@@ -35,6 +35,7 @@ import numpy as np
 from nerbias.data.batching import MASKED, NoisySentence
 from nerbias.data.conll import ENTITY_TYPES, Sentence, lowercased
 from nerbias.errors import NerbiasError
+from nerbias.validation import PROBABILITY, Rule, at_least, check_values
 
 PERSON = "PER"
 # The options; any > 0 switches augmentation on.
@@ -55,6 +56,10 @@ def effective_augment_options(section: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
+AUGMENT_RULES: dict[str, Rule] = {**{key: PROBABILITY for key in AUGMENT_PROBABILITIES},
+                                  "adversarial_context": at_least(0)}
+
+
 @dataclass(frozen=True)
 class Augmentation:
     lowercase: float = 0.0
@@ -65,16 +70,15 @@ class Augmentation:
     adversarial_context: int = DEFAULT_ADVERSARIAL_CONTEXT
     entity_types: tuple[str, ...] = ENTITY_TYPES  # the types of the noise vectors
 
+    @classmethod
+    def check_values(cls, values: Mapping[str, Any], prefix: str = "augment.") -> None:
+        """What each ``augment`` option may be (validation.validate checks a config's before any work)."""
+        check_values(values, AUGMENT_RULES, prefix)
+
     def __post_init__(self):
-        for key in AUGMENT_PROBABILITIES:
-            value = getattr(self, key)
-            if not 0.0 <= float(value) <= 1.0:
-                raise NerbiasError(f"augment.{key}={value}: must be a probability in [0, 1]")
+        self.check_values(vars(self))
         if self.names > 0 and not self.name_pool:
             raise NerbiasError("augment.names > 0 needs a non-empty augment.name_pool")
-        context = self.adversarial_context
-        if isinstance(context, bool) or not isinstance(context, int) or context < 0:
-            raise NerbiasError(f"augment.adversarial_context={context!r}: must be an integer >= 0")
         if self.adversarial > 0 and len(self.entity_types) < 2:
             raise NerbiasError("augment.adversarial needs at least two entity types (a wrong one to draw)")
 

@@ -34,14 +34,23 @@ from nerbias.models.embedders import effective_embedding_options
 from nerbias.models.tagger import NerTagger, resolve_device
 from nerbias.scoring import calibration_table, evaluate_split, span_correctness, write_predictions
 from nerbias.training.augment import AUGMENT_PROBABILITIES, Augmentation, effective_augment_options
+from nerbias.validation import (NON_NEGATIVE_NUMBER, POSITIVE_INTEGER, POSITIVE_NUMBER, Rule, check_values,
+                                optional)
 
 log = logging.getLogger(__name__)
+
+
+TRAINER_RULES: dict[str, Rule] = {
+    "batch_size": POSITIVE_INTEGER, "eval_batch_size": POSITIVE_INTEGER, "max_epochs": POSITIVE_INTEGER,
+    "patience": POSITIVE_INTEGER, "grad_clip": optional(POSITIVE_NUMBER, "no clipping"),
+    "embedding_lr": optional(POSITIVE_NUMBER), "lr_decay": optional(NON_NEGATIVE_NUMBER)}
 
 
 @dataclass(frozen=True)
 class TrainerSettings:
     """The ``trainer`` group but its ``optimizer`` (which the task builds: a partial of a torch optimizer).
-    Values are checked by validation.RULES before any work."""
+    ``TRAINER_RULES`` say what each value may be; ``validation.validate`` checks them before any work
+    (``check_values``), and so does every construction. ``device`` is validation's (device strings)."""
 
     batch_size: int = 32
     eval_batch_size: int = 256
@@ -52,6 +61,13 @@ class TrainerSettings:
     lr_decay: float | None = None
     device: str = "auto"
     resume: bool | str = False   # true: <run dir>/checkpoints/last.pt; or a checkpoint path
+
+    def __post_init__(self) -> None:
+        self.check_values(vars(self))
+
+    @classmethod
+    def check_values(cls, values: Mapping[str, Any], prefix: str = "trainer.") -> None:
+        check_values(values, TRAINER_RULES, prefix)
 
     @property
     def resuming(self) -> bool:
