@@ -34,7 +34,7 @@ from nerbias.data.conll2003 import SPLIT_FILES, load_conll2003
 from nerbias.errors import CheckpointError, NerbiasError
 from nerbias.fileio import RESOLVED_CONFIG, atomic_write_json, atomic_write_text, check_writable, remove_orphans
 from nerbias.loggers import NullLogger, build_logger, model_artifact_name
-from nerbias.models.bilstm_crf import MODEL_KEYS
+from nerbias.models.bilstm_crf import MODEL_KEYS, TaggerConfig, WordCharEmbedder
 from nerbias.models.checkpoint import load_checkpoint
 from nerbias.reporting.pipeline import render_run_report
 from nerbias.reporting.report import ReportOptions
@@ -129,8 +129,8 @@ def config_reads(cfg: DictConfig) -> dict[str, tuple[str, ...]]:
 
 # The classes that receive the config nodes without a ``_target_`` state what their values may be
 # (``check_values``); a node with a ``_target_`` is checked by the class it builds (validation.validate).
-VALUE_OWNERS = (("trainer", TrainerSettings), ("model", TaggerConfig), ("augment", Augmentation),
-                ("augment.ambiguity", AmbiguityRule), ("metrics", NameStatistics),
+VALUE_OWNERS = (("trainer", TrainerSettings), ("model", TaggerConfig), ("model", WordCharEmbedder),
+                ("augment", Augmentation), ("augment.ambiguity", AmbiguityRule), ("metrics", NameStatistics),
                 ("bias_eval.metrics", NameStatistics), ("bias_eval.report", ReportOptions))
 
 

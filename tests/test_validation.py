@@ -13,7 +13,7 @@ from nerbias.bias.transformers_tagger import TransformersSlotTagger
 from nerbias.data.ambiguity import AmbiguityRule
 from nerbias.loggers import WandbLogger
 from nerbias.bias.statistics import NameStatistics
-from nerbias.models.bilstm_crf import TaggerConfig
+from nerbias.models.bilstm_crf import TaggerConfig, build_char_encoder
 from nerbias.models.embedders import WordVectors
 from nerbias.reporting.report import ReportOptions
 from nerbias.tasks import VALUE_OWNERS, validate_config
@@ -29,7 +29,7 @@ TARGET_OWNERS = {"embeddings": WordVectors, "logger": WandbLogger, "tagger": Tra
     (lambda: TrainerSettings(batch_size=0), "trainer.batch_size=0: must be an integer >= 1"),
     (lambda: TrainerSettings(grad_clip=-1.0), "trainer.grad_clip=-1.0: must be a number > 0, or null (no clipping)"),
     (lambda: TaggerConfig(dropout=1.0), "model.dropout=1.0: must be a number in [0, 1)"),
-    (lambda: TaggerConfig(char_encoder="rnn"), "model.char_encoder='rnn': must be cnn, lstm or null"),
+    (lambda: build_char_encoder(9, "rnn", 4, 4, (3,), 4), "model.char_encoder='rnn': must be cnn, lstm or null"),
     (lambda: Augmentation(entity_mask=1.5), "augment.entity_mask=1.5: must be a probability in [0, 1]"),
     (lambda: AmbiguityRule(casing="upper"), "ambiguity rule: casing='upper': must be exact or lower"),
     (lambda: WordVectors(debias="soft"), "embeddings.debias='soft': must be null or hard"),
@@ -47,7 +47,7 @@ def test_a_class_refuses_on_construction_what_its_config_key_may_not_be(build, m
 def test_no_rule_is_stated_both_in_rules_and_by_the_class_that_receives_the_value(path, owner):
     never_allowed = object()  # fails every rule
     own = [key for key in ("batch_size", "dropout", "names", "min_typed", "dim", "confidence_bins", "mode", "overflow",
-                                 "n_boot")
+                                 "n_boot", "word_dropout")
            if _raises(owner, {key: never_allowed})]
     assert own, f"{owner.__name__} states no rule"  # the probe below would prove nothing
     for key in RULES:

@@ -44,10 +44,8 @@ class TaggerConfig:
         check_values(values, MODEL_RULES, prefix)
 
 
-MODEL_RULES: dict[str, Rule] = {
-    "dropout": FRACTION_BELOW_ONE, "word_dropout": FRACTION_BELOW_ONE, "lstm_hidden": POSITIVE_INTEGER,
-    "lstm_layers": POSITIVE_INTEGER, "char_lstm_hidden": POSITIVE_INTEGER,
-    "char_encoder": one_of("cnn", "lstm", None, description="cnn, lstm or null (no character features)")}
+MODEL_RULES: dict[str, Rule] = {"dropout": FRACTION_BELOW_ONE, "lstm_hidden": POSITIVE_INTEGER,
+                                "lstm_layers": POSITIVE_INTEGER}
 
 
 # Each character encoder and the options only it reads.
@@ -140,13 +138,18 @@ class CharLSTM(nn.Module):
 
 def build_char_encoder(num_chars: int, char_encoder: str | None, char_dim: int, char_filters: int,
                        char_widths: Sequence[int], char_lstm_hidden: int) -> nn.Module | None:
-    if char_encoder is None:
-        return None
+    WORD_CHAR_RULES["char_encoder"].check("model.char_encoder", char_encoder)
     if char_encoder == "cnn":
         return CharCNN(num_chars, char_dim, char_filters, tuple(char_widths))
     if char_encoder == "lstm":
         return CharLSTM(num_chars, char_dim, char_lstm_hidden)
-    raise ValueError(f"model.char_encoder={char_encoder!r}: must be one of {', '.join(CHAR_ENCODER_OPTIONS)} or null")
+    return None
+
+
+# What the word + character embedder's options may be (the ``model`` group holds them).
+WORD_CHAR_RULES: dict[str, Rule] = {
+    "word_dropout": FRACTION_BELOW_ONE, "char_lstm_hidden": POSITIVE_INTEGER,
+    "char_encoder": one_of("cnn", "lstm", None, description="cnn, lstm or null (no character features)")}
 
 
 class WordCharEmbedder(nn.Module):
@@ -170,6 +173,7 @@ class WordCharEmbedder(nn.Module):
         # 400k-row tables update only the rows a batch uses. The table starts random; pretrained
         # values are loaded over it (build_token_embedder's ``initial``).
         super().__init__()
+        self.check_values({"word_dropout": word_dropout, "char_lstm_hidden": char_lstm_hidden})
         self.unk_index = words.unk_index
         self.word_dropout = word_dropout
         self.words = nn.Embedding(len(words), word_dim, padding_idx=0, sparse=sparse_word_gradients)
@@ -177,6 +181,11 @@ class WordCharEmbedder(nn.Module):
         self.chars = build_char_encoder(len(chars), char_encoder, char_dim, char_filters, char_widths,
                                         char_lstm_hidden)
         self.output_dim = word_dim + (self.chars.output_dim if self.chars is not None else 0)
+
+    @classmethod
+    def check_values(cls, values: Mapping[str, Any], prefix: str = "model.") -> None:
+        """What its options may be (validation.validate checks the ``model`` group's before any work)."""
+        check_values(values, WORD_CHAR_RULES, prefix)
 
     def features(self, words: Tensor, chars: Tensor) -> Tensor:
         """``[batch, time, output_dim]`` of the given ids, no dropout (the fast path caches these)."""
