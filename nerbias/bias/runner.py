@@ -33,7 +33,7 @@ from nerbias.bias.tagging import SlotTagger
 from nerbias.bias.types import corpus_label, corpus_title, partial_note, result_file_name
 from nerbias.building import build
 from nerbias.errors import NerbiasError
-from nerbias.fileio import FILE_RECORD, atomic_files, atomic_write_json, record_files, remove_orphans, write_csv
+from nerbias.fileio import FILE_RECORD, atomic_files, atomic_write_json, record_files, write_csv
 from nerbias.loggers import NullLogger
 
 log = logging.getLogger(__name__)
