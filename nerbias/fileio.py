@@ -171,6 +171,23 @@ def check_recorded_files(folder: str | Path, record: Mapping[str, Mapping[str, A
                                         "edited or damaged; rerun the evaluation")
 
 
+def file_fingerprint(path: Any) -> str | None:
+    """sha256 of a file (a checkpoint, a Flair model) or of every file of a folder (a saved Hugging Face
+    model: names and contents), so results of another model are told apart; None when there is no such path."""
+    if not path or not Path(str(path)).exists():
+        return None
+    root = Path(str(path))
+    files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
+    digest = hashlib.sha256()
+    for file in files:
+        if root.is_dir():
+            digest.update(str(file.relative_to(root)).encode() + b"\0")
+        with open(file, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
 def code_version() -> dict[str, Any]:
     """The git commit of the code that is running (and whether its tree had uncommitted changes), for
     the provenance of results; empty when the package is not in a git checkout or git is missing."""

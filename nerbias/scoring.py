@@ -1,4 +1,5 @@
-"""Scoring a tagger on CoNLL data: entity precision / recall / F1 and the prediction files.
+"""Scoring a tagger on CoNLL data: entity precision / recall / F1 and the prediction files, and CoNLL-03 as a
+benchmark (``Conll2003Benchmark``, what ``corpus=conll2003`` names).
 
 Entity-level scores come from seqeval in strict mode (equal to conlleval): strict mode on
 well-formed BIOES sequences counts exactly the exact-match chunks conlleval counts on the same
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -17,9 +18,11 @@ from seqeval.metrics import classification_report
 from seqeval.scheme import IOBES
 
 from nerbias.data.batching import bioes_tags
-from nerbias.data.conll import Sentence, write_conll
+from nerbias.data.conll import Sentence, lowercased, write_conll
+from nerbias.data.conll2003 import load_conll2003
 from nerbias.data.tags import bioes_to_iob1
-from nerbias.fileio import atomic_write_text
+from nerbias.errors import NerbiasError
+from nerbias.fileio import atomic_write_json, atomic_write_text
 from nerbias.models.tagger import NerTagger, Prediction
 
 log = logging.getLogger(__name__)
@@ -110,3 +113,32 @@ def score_splits(tagger: NerTagger, splits: dict[str, list[Sentence]], batch_siz
         write_predictions(output_dir, f"{split}_predictions", sentences, predictions)
         metrics.update({f"{split}_{key}": value for key, value in scores.items()})
     return metrics
+
+
+# What the CoNLL-03 benchmark reads from its corpus node (validation.check_config_keys, via tasks.config_reads).
+CONLL_KEYS = ("name", "paper", "benchmark", "data_dir", "splits", "lowercase_splits", "verify_sizes")
+
+
+class Conll2003Benchmark:
+    """``corpus=conll2003``: our checkpoint on CoNLL-03 dev / test (and lower-cased splits): metrics.json
+    plus prediction files per split. Needs a tagger with a ``NerTagger`` inside (``ner_tagger``)."""
+
+    CORPUS_KEYS = CONLL_KEYS
+
+    def __init__(self, config: Any):
+        self.config = config
+
+    def evaluate(self, tagger: Any, output_dir: Path, logger: Any) -> dict[str, float]:
+        cfg = self.config
+        if tagger.ner_tagger is None:
+            raise NerbiasError(f"tagger={cfg.tagger.get('kind')} cannot be scored on CoNLL-03 (needs a checkpoint)")
+        wanted = list(cfg.corpus.splits)
+        lower = list(cfg.corpus.get("lowercase_splits") or [])
+        splits = load_conll2003(cfg.corpus.data_dir, splits=list(dict.fromkeys(wanted + lower)),
+                                verify_sizes=cfg.corpus.get("verify_sizes", True))
+        scored = {split: splits[split] for split in wanted}
+        scored.update({f"{split}_lower": lowercased(splits[split]) for split in lower})
+        metrics = score_splits(tagger.ner_tagger, scored, cfg.tagger.batch_size, output_dir)
+        atomic_write_json(output_dir / "metrics.json", {"metrics": metrics, "checkpoint": str(cfg.tagger.path)})
+        logger.summary(metrics)
+        return metrics

@@ -6,7 +6,9 @@
 - ``run_evaluation`` (``evaluate.py``): score a tagger on CoNLL-03 or on a bias corpus.
 
 Each task builds its objects from the composed config and calls them, as
-lightning-hydra-template's ``train.py`` / ``eval.py`` do.
+lightning-hydra-template's ``train.py`` / ``eval.py`` do: an evaluation builds the tagger
+(``tagger._target_``) and the benchmark its corpus names (``corpus.benchmark._target_``) and calls
+``benchmark.evaluate(tagger, output_dir, logger)``, whatever the corpus or the tagger.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import functools
 import json
 import logging
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
 import yaml
 from hydra.utils import get_object, instantiate
@@ -24,21 +26,20 @@ from omegaconf import DictConfig, OmegaConf
 from nerbias.bias import census
 from nerbias.bias.names import load_names, substitution_pool
 from nerbias.bias.name_profile import PROFILE_KEYS
-from nerbias.bias.runner import EVALUATION_KEYS, METRICS_KEYS
+from nerbias.bias.runner import METRICS_KEYS
 from nerbias.bias.statistics import NameStatistics
+from nerbias.bias.tagging import Tagger
 from nerbias.bias.types import corpus_label
 from nerbias.building import build
 from nerbias.data.ambiguity import AmbiguityRule, ambiguous_tokens
-from nerbias.data.conll import lowercased, read_conll
-from nerbias.data.conll2003 import SPLIT_FILES, load_conll2003
-from nerbias.errors import CheckpointError, NerbiasError
-from nerbias.fileio import RESOLVED_CONFIG, atomic_write_json, atomic_write_text, check_writable, remove_orphans
+from nerbias.data.conll import read_conll
+from nerbias.data.conll2003 import SPLIT_FILES
+from nerbias.errors import NerbiasError
+from nerbias.fileio import RESOLVED_CONFIG, atomic_write_text, check_writable, remove_orphans
 from nerbias.loggers import NullLogger, build_logger, model_artifact_name
 from nerbias.models.bilstm_crf import MODEL_KEYS, TaggerConfig, WordCharEmbedder
-from nerbias.models.checkpoint import load_checkpoint
 from nerbias.reporting.pipeline import render_run_report
 from nerbias.reporting.report import ReportOptions
-from nerbias.scoring import score_splits
 from nerbias.training.augment import DEFAULT_ADVERSARIAL_CONTEXT, Augmentation
 from nerbias.training.build import build_tagger
 from nerbias.training.trainer import DATA_KEYS, TRAINER_KEYS, Trainer, TrainerSettings, load_data, release_memory
@@ -90,26 +91,24 @@ def name_labels(embeddings: DictConfig) -> dict[str, dict[str, str]] | None:
 
 # The keys the tasks read themselves: the top level, ``paths``, ``augment`` (build_augmentation),
 # beside the ``_target_`` parameters of ``embeddings``, ``tagger`` and ``logger`` their ``kind`` (a
-# label for runs and tables) and the embeddings' ``coverage_names``, and CoNLL-03 as a corpus.
+# label for runs and tables) and the embeddings' ``coverage_names``; a corpus's keys are its benchmark's.
 TOP_LEVEL_KEYS = ("task_name", "seed", "run_name", "run_tags", "sweep_id", "condition", "shards_dir", "merge_shards",
                   "paths", "data", "embeddings", "model", "trainer", "augment", "logger", "bias_eval", "tagger",
                   "corpus", "metrics", "name_profile")
 PATHS_KEYS = ("data_dir", "log_dir", "output_dir")
 AUGMENT_KEYS = ("lowercase", "names", "entity_mask", "adversarial", "adversarial_context", "name_pool", "ambiguity",
                 "pool_exclude")
-CONLL_KEYS = ("name", "paper", "evaluate", "data_dir", "splits", "lowercase_splits", "verify_sizes")
 BIAS_EVAL_KEYS = ("corpora", "lowercase", "tagger", "metrics", "name_profile", "report")
 
 
 def config_reads(cfg: DictConfig) -> dict[str, tuple[str, ...]]:
     """Node by node, the keys the code that ``cfg`` runs reads besides the nodes' ``_target_``
     parameters (validation.check_config_keys): any other key is read by nothing."""
-    evaluation_keys = {**EVALUATION_KEYS, evaluate_conll: CONLL_KEYS}
-
     def corpus(node: Any) -> tuple[str, ...]:
-        target = OmegaConf.select(node, "evaluate._target_", default=None) if isinstance(node, DictConfig) else None
+        """What the corpus's benchmark reads of its node (the benchmark class's CORPUS_KEYS)."""
+        target = OmegaConf.select(node, "benchmark._target_", default=None) if isinstance(node, DictConfig) else None
         try:
-            return evaluation_keys.get(get_object(target), ()) if target else ()
+            return tuple(get_object(target).CORPUS_KEYS) if target else ()
         except Exception:  # noqa: BLE001 - a misspelt target: check_targets names it first
             return ()
 
@@ -263,50 +262,62 @@ def run_training(cfg: DictConfig, output_dir: str | Path) -> dict[str, float]:
         logger.finish()
 
 
+# Corpus evaluations as named before every corpus was a benchmark class (``corpus.evaluate``, a partial of a
+# function): saved configs of bias evaluations finished then read as today's, so a resumed run keeps them.
+LEGACY_EVALUATIONS = {"nerbias.bias.runner.evaluate_names": "nerbias.bias.benchmarks.NameSubstitutionBenchmark",
+                      "nerbias.bias.runner.evaluate_census": "nerbias.bias.benchmarks.CensusBenchmark",
+                      "nerbias.bias.runner.evaluate_probes": "nerbias.bias.benchmarks.ProbesBenchmark",
+                      "nerbias.tasks.evaluate_conll": "nerbias.scoring.Conll2003Benchmark"}
+
+
+def current_config_text(saved: str) -> str:
+    """A saved evaluation config as this code writes it: a corpus's ``evaluate`` partial of a legacy
+    evaluation function becomes the ``benchmark`` of its class, in the same place; other text is kept."""
+    config = yaml.safe_load(saved)
+    corpus = config.get("corpus") if isinstance(config, dict) else None
+    old = corpus.get("evaluate") if isinstance(corpus, dict) else None
+    if not isinstance(old, dict) or set(old) != {"_target_", "_partial_"} or \
+            old["_target_"] not in LEGACY_EVALUATIONS:
+        return saved
+    config["corpus"] = {("benchmark" if key == "evaluate" else key):
+                        ({"_target_": LEGACY_EVALUATIONS[old["_target_"]]} if key == "evaluate" else value)
+                        for key, value in corpus.items()}
+    return yaml.safe_dump(config, sort_keys=False)
+
+
 def _finished_evaluation(run_dir: Path, resolved: str) -> dict[str, Any] | None:
     """The metrics of an evaluation already finished in ``run_dir`` with exactly these settings
-    (its saved config is the same text and its metrics.json, written last with the results, exists),
-    else None: a rerun of a sweep job redoes only what is missing or was set differently."""
+    (its saved config is the same text, read as this code writes it, and its metrics.json, written last
+    with the results, exists), else None: a rerun of a sweep job redoes only what is missing or was set
+    differently."""
     config, metrics = run_dir / RESOLVED_CONFIG, run_dir / "metrics.json"
-    if not (config.is_file() and metrics.is_file()) or config.read_text() != resolved:
+    if not (config.is_file() and metrics.is_file()):
+        return None
+    saved = config.read_text()
+    if saved != resolved and current_config_text(saved) != resolved:
         return None
     return json.loads(metrics.read_text())["metrics"]
 
 
+def build_benchmark(cfg: DictConfig) -> Any:
+    """The benchmark ``cfg.corpus`` names (``corpus.benchmark._target_``), built with the evaluation's config."""
+    return build(cfg.corpus.benchmark, config=cfg)
+
+
 def evaluate_corpus(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> dict[str, Any]:
-    """Score ``cfg.tagger`` on ``cfg.corpus`` with the evaluation the corpus names (``corpus.evaluate``:
-    the census, the paired probes, a name-substitution corpus, CoNLL-03)."""
-    return instantiate(cfg.corpus.evaluate)(cfg, Path(output_dir), logger)
+    """Build ``cfg.tagger`` and the benchmark of ``cfg.corpus``, and score the one on the other."""
+    tagger, benchmark = build(cfg.tagger), build_benchmark(cfg)
+    return benchmark.evaluate(tagger, Path(output_dir), logger)
 
 
-def evaluate_conll(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> dict[str, float]:
-    """``corpus=conll2003``: our checkpoint on CoNLL-03 dev / test: metrics.json plus prediction files per split."""
-    slot_tagger = build(cfg.tagger)
-    if not hasattr(slot_tagger, "tagger"):  # a NerTagger inside (CheckpointSlotTagger): CoNLL-03 scoring needs one
-        raise NerbiasError(f"tagger={cfg.tagger.get('kind')} cannot be scored on CoNLL-03 (needs a checkpoint)")
-    wanted = list(cfg.corpus.splits)
-    lower = list(cfg.corpus.get("lowercase_splits") or [])
-    splits = load_conll2003(cfg.corpus.data_dir, splits=list(dict.fromkeys(wanted + lower)),
-                            verify_sizes=cfg.corpus.get("verify_sizes", True))
-    scored = {split: splits[split] for split in wanted}
-    scored.update({f"{split}_lower": lowercased(splits[split]) for split in lower})
-    metrics = score_splits(slot_tagger.tagger, scored, cfg.tagger.batch_size, output_dir)
-    atomic_write_json(output_dir / "metrics.json", {"metrics": metrics, "checkpoint": str(cfg.tagger.path)})
-    logger.summary(metrics)
-    return metrics
-
-
-def _use_model_artifact(cfg: DictConfig, logger: NullLogger) -> None:
-    """Lineage: an evaluation whose tagger reads one of our checkpoints (``tagger.path``) consumes the
-    model artifact its training logged."""
-    path = cfg.tagger.get("path")
-    if logger.run is None or not path or not Path(str(path)).is_file():  # no W&B run records lineage, or no file
+def _use_model_artifact(tagger: Tagger, logger: NullLogger) -> None:
+    """Lineage: an evaluation whose tagger reads one of our checkpoints consumes the model artifact its
+    training logged (``Tagger.lineage``)."""
+    if logger.run is None:  # no W&B run records lineage
         return
-    try:
-        trained = load_checkpoint(path, mmap=True).get("config") or {}
-    except CheckpointError:  # another tagger's file (published predictions): not a model we trained
-        return
-    logger.use_artifact(model_artifact_name(trained.get("run_name")), "model", path)
+    lineage = tagger.lineage()
+    if lineage is not None:
+        logger.use_artifact(model_artifact_name(lineage.run_name), "model", lineage.path)
 
 
 def run_evaluation(cfg: DictConfig, output_dir: str | Path) -> dict[str, Any]:
@@ -317,8 +328,9 @@ def run_evaluation(cfg: DictConfig, output_dir: str | Path) -> dict[str, Any]:
         check_writable(cfg.shards_dir)
     logger = _logger(cfg, output_dir)
     try:
-        _use_model_artifact(cfg, logger)
-        return evaluate_corpus(cfg, output_dir, logger)
+        tagger, benchmark = build(cfg.tagger), build_benchmark(cfg)
+        _use_model_artifact(tagger, logger)
+        return benchmark.evaluate(tagger, output_dir, logger)
     finally:
         logger.finish()
 

@@ -15,6 +15,7 @@ from nerbias.bias.names import load_names
 from nerbias.bias.probes import PairedProbes, load_probe_templates, probe_tables
 from nerbias.bias.runner import count_outcomes
 from nerbias.bias.statistics import NameStatistics
+from nerbias.bias.tagging import SlotTagger
 from nerbias.bias.types import SlotOutcome
 from nerbias.bias.census import CensusOutcomes
 from nerbias.data.ambiguity import (
@@ -142,7 +143,7 @@ def test_bad_probe_files_name_the_line(tmp_path, body, message):
     assert str(path) in str(error.value)
 
 
-class MemorisingTagger:
+class MemorisingTagger(SlotTagger):
     """Tags a slot LOC when its token is a known place, PER otherwise, whatever the context."""
 
     name = "memorising"

@@ -19,8 +19,10 @@ import pytest
 
 from helpers import SHARED_DATA, compose_config
 from nerbias.bias import census, published
-from nerbias.bias.runner import evaluate_census
+from nerbias.bias.benchmarks import CensusBenchmark
+from nerbias.bias.tagging import SlotTagger
 from nerbias.bias.types import SlotOutcome
+from nerbias.building import build
 from nerbias.loggers import NullLogger
 from nerbias.reporting import census_uncertainty
 from nerbias.reporting.census_uncertainty import (
@@ -169,7 +171,7 @@ def rule_outcome(name: str, rest: str) -> str:
     return OUTCOMES[zlib.crc32(f"{name}|{rest}".encode()) % len(OUTCOMES)]
 
 
-class RuleTagger:
+class RuleTagger(SlotTagger):
     """A sentence tagger whose outcome for a census sentence is ``rule_outcome`` of its name."""
 
     name = "rule"
@@ -213,14 +215,14 @@ def read_result(folder: Path, name: str) -> pd.DataFrame:
 
 def test_evaluation_of_a_tagger_gives_the_frame_based_results(tmp_path, monkeypatch):
     drawn = []  # nine figures of the same errors cost seconds: record them (the published test draws one)
-    monkeypatch.setattr("nerbias.bias.runner.plot_census_errors",
+    monkeypatch.setattr("nerbias.bias.benchmarks.plot_census_errors",
                         lambda part, path, template, tagger: (drawn.append(template), Path(path).write_bytes(b"png")))
     ssa_dir = tmp_path / "ssa"
     write_fixture(ssa_dir)
     out = tmp_path / "run"
     out.mkdir()
     cfg = census_config(ssa_dir, ["tagger=checkpoint", "tagger.path=unused", f"tagger._target_={__name__}.rule_tagger"])
-    evaluate_census(cfg, out, NullLogger())
+    CensusBenchmark(cfg).evaluate(build(cfg.tagger), out, NullLogger())
     ssa = census.read_ssa(ssa_dir, years=range(1990, 1994), progress=False)
     names = sorted(ssa["name"].unique())
     labels = {t: {n: census.outcome_to_census_label(rule_outcome(n, census.TEMPLATES[t].lower())) for n in names}
@@ -254,7 +256,7 @@ def test_evaluation_of_published_predictions_gives_the_frame_based_results(tmp_p
     out = tmp_path / "run"
     out.mkdir()
     cfg = census_config(ssa_dir, ["tagger=precomputed", f"tagger.path={tmp_path / 'corenlp'}"], template=4)
-    evaluate_census(cfg, out, NullLogger())
+    CensusBenchmark(cfg).evaluate(build(cfg.tagger), out, NullLogger())
     frame = old_load_precomputed(tmp_path / "corenlp", ssa, 4)
     expected = old_census_errors(frame)
     assert (expected["type1_w"] > 0).all() and (expected["type3_u"] > 0).any()  # the fixture has every kind

@@ -249,7 +249,7 @@ def test_a_missing_model_option_is_a_config_error():
 
 
 def test_shards_know_a_model_folder_by_its_content(tmp_path):
-    from nerbias.bias.runner import file_fingerprint
+    from nerbias.fileio import file_fingerprint
     folder = tmp_path / "model"
     folder.mkdir()
     (folder / "config.json").write_text("{}")

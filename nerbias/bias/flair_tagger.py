@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from nerbias.bias.labels import PERSON, PERSON_TYPES, canonical_tag, word_spans
+from nerbias.bias.tagging import SlotTagger
 from nerbias.bias.types import BiasSentence, SlotOutcome, outcome_from_spans
 from nerbias.errors import NerbiasError
 from nerbias.validation import check_key
+from nerbias.fileio import file_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +60,7 @@ def load_flair_tagger(model: str) -> Any:
     return tagger
 
 
-class FlairSlotTagger:
+class FlairSlotTagger(SlotTagger):
     """A Flair SequenceTagger on our words: its spans, and its per-word PERSON probability."""
 
     def __init__(self, model: str | None = None, batch_size: int = 32, device: str = "auto",
@@ -81,6 +83,10 @@ class FlairSlotTagger:
         self.person_types = {t.upper() for t in person_types}
         self.label_type = tagger.label_type
         self.name = name or f"flair:{Path(str(model)).stem if model else 'model'}"
+        self.model = model
+
+    def identity(self) -> dict[str, Any]:
+        return {"model": self.model, "fingerprint": file_fingerprint(self.model)}
 
     def _is_person(self, kind: str) -> bool:
         return kind.upper() in self.person_types

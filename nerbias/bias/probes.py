@@ -10,7 +10,7 @@ The templates are a data file (``resources/probes.tsv``, its header says who wro
 ``context<TAB>sentence``, then ``person`` or ``place`` and a sentence with one ``{X}``; ``#`` lines are
 comments. Sentences are tokenised as the Winogender templates are (``corpora.tokenize``).
 
-Outputs (``evaluate_probes``, all final together): ``per_name.csv`` (the person-context columns every
+Outputs (``benchmarks.ProbesBenchmark``, all final together): ``per_name.csv`` (the person-context columns every
 name corpus writes, so reports read it as any name corpus, plus ``place_sentences``, ``place_located``,
 ``place_recall``), ``per_group.csv`` (PERSON and LOCATION recall per group, slot-weighted),
 ``label_breakdown.csv`` (person contexts) and ``place_label_breakdown.csv``, ``probes_recall.png`` (the

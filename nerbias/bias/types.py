@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping, NamedTuple, Optional, Protocol, Sequence
+from typing import Mapping, NamedTuple, Optional, Sequence
 
 # Outcome labels of a name slot.
 RECOGNISED = "PER"  # the name token is exactly a one-token PERSON entity
@@ -40,16 +40,6 @@ class SlotOutcome(NamedTuple):
     @property
     def recognised(self) -> bool:
         return self.label == RECOGNISED
-
-
-class SlotTagger(Protocol):
-    """Anything that can label the name slots of bias sentences (one file per tagger kind)."""
-
-    name: str
-
-    def tag(self, sentences: Sequence[BiasSentence]) -> list[list[SlotOutcome]]:
-        """One list per sentence, one outcome per slot, in slot order."""
-        ...
 
 
 def outcome_from_spans(spans: Sequence[tuple[int, int, str]], position: int, person_label: str = "PER") -> str:

@@ -1,0 +1,198 @@
+"""Every bias corpus is a benchmark: one class each, named by its corpus YAML (``benchmark._target_``),
+with one entry point, ``evaluate(tagger, output_dir, logger) -> metrics``.
+
+- ``NameSubstitutionBenchmark``: Winogender and In-Situ (any ``corpora.NameSubstitutionCorpus``), sharded
+  or not;
+- ``ProbesBenchmark``: the paired person / place probes (``probes.PairedProbes``);
+- ``CensusBenchmark``: the census benchmark (any tagger's census labeller, ``tagging.Tagger.census_labeller``).
+
+CoNLL-03 is ``scoring.Conll2003Benchmark`` (scoring lies above nothing in ``bias``). A benchmark is built
+with the evaluation's config (``corpus``, ``metrics``, ``name_profile``, the shard settings) and reads of
+its corpus node the keys it declares (``CORPUS_KEYS``, besides the node's ``_target_`` parameters:
+``validation.check_config_keys`` through ``tasks.config_reads``). It asks the tagger for what it needs
+(``slot_tagger``, ``census_labeller``, ``identity``) and never tests its type. Outputs: ``bias.runner``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from nerbias.bias import census
+from nerbias.bias.name_profile import attach_profile
+from nerbias.bias.names import load_names
+from nerbias.bias.plots import plot_census_errors, plot_probe_recall
+from nerbias.bias.probes import new_statistics, probe_scalars, probe_tables
+from nerbias.bias.runner import (CENSUS_KEYS, CORPUS_LOOP_KEYS, build_corpus, count_outcomes, merge_shards,
+                                 read_shard, score_shard, shard_identity, write_name_results)
+from nerbias.bias.tagging import CensusOptions, Tagger
+from nerbias.bias.types import corpus_label, corpus_title
+from nerbias.errors import NerbiasError
+from nerbias.fileio import FILE_RECORD, atomic_files, atomic_write_json, record_files, remove_orphans, write_csv
+from nerbias.loggers import NullLogger
+
+log = logging.getLogger(__name__)
+
+
+class NameSubstitutionBenchmark:
+    """``corpus=winogender``, ``corpus=insitu``: names substituted into sentences, per-name accuracy and
+    confidence; one shard, every missing shard, or a merge of finished shards (``corpus.num_shards > 1``).
+
+    Shard files ``<shards_dir>/shard-<i>-of-<n>.npz`` are written atomically and carry their identity
+    (shard index and count, corpus, names, the tagger's ``identity()``) and a content checksum. A rerun
+    skips the shards that are finished and valid, and redoes any that are unreadable, damaged or of
+    another evaluation; a killed shard leaves no file under its final name.
+    """
+
+    CORPUS_KEYS = CORPUS_LOOP_KEYS
+
+    def __init__(self, config: DictConfig):
+        self.config = config
+
+    def evaluate(self, tagger: Tagger, output_dir: Path, logger: NullLogger) -> dict[str, Any]:
+        cfg = self.config
+        slot_tagger = tagger.slot_tagger(cfg.corpus.name)
+        names = load_names(cfg.corpus.get("names"))
+        corpus = build_corpus(cfg.corpus, names)
+        num_shards = int(cfg.corpus.get("num_shards", 1))
+        shard = cfg.corpus.get("shard")
+        if num_shards == 1:
+            stats, count = score_shard(cfg, corpus, slot_tagger, 0, 1)
+            return write_name_results(stats, names, cfg, output_dir, logger,
+                                      extra={"sentences": count, "tagger": slot_tagger.name})
+        shards_dir = Path(cfg.shards_dir)
+        path_of = lambda i: shards_dir / f"shard-{i:05d}-of-{num_shards:05d}.npz"  # noqa: E731
+        identity = shard_identity(cfg, slot_tagger, num_shards)
+        todo = [int(shard)] if shard is not None else list(range(num_shards))
+        if not cfg.get("merge_shards"):  # merge_shards=true only merges what is finished
+            missing = []
+            for i in todo:
+                if not path_of(i).exists():
+                    missing.append(i)
+                    continue
+                try:
+                    read_shard(path_of(i), i, identity)
+                    log.info("shard %d/%d already done: %s", i + 1, num_shards, path_of(i))
+                except NerbiasError as error:
+                    log.warning("redoing shard %d/%d: %s", i + 1, num_shards, error)
+                    missing.append(i)
+            for i in missing:
+                for orphan in remove_orphans(shards_dir, path_of(i).name):  # a killed earlier write of this shard
+                    log.info("removed %s, left by a killed write", orphan)
+                stats, count = score_shard(cfg, corpus, slot_tagger, i, num_shards)
+                stats.save(path_of(i), {**identity, "shard": i, "sentences": count})
+            if shard is not None:
+                return {"shard": int(shard)}
+        return merge_shards(cfg, names, shards_dir, num_shards, path_of, identity, output_dir, logger)
+
+
+class ProbesBenchmark:
+    """``corpus=probes``: every name in every person and place template; PERSON recall in person
+    contexts, LOCATION recall in place contexts (``nerbias.bias.probes``)."""
+
+    CORPUS_KEYS = CORPUS_LOOP_KEYS
+
+    def __init__(self, config: DictConfig):
+        self.config = config
+
+    def evaluate(self, tagger: Tagger, output_dir: Path, logger: NullLogger) -> dict[str, Any]:
+        cfg = self.config
+        slot_tagger = tagger.slot_tagger(cfg.corpus.name)
+        names = load_names(cfg.corpus.get("names"))
+        probes = build_corpus(cfg.corpus, names)
+        stats = {}
+        for context, corpus in probes.corpora().items():
+            log.info("probes: tagging %d %s-context sentences with %s", len(corpus), context, slot_tagger.name)
+            stats[context] = new_statistics(cfg.metrics)
+            count_outcomes(slot_tagger, corpus, list(range(len(corpus))), cfg.corpus.batch_size, stats[context])
+        table, groups = probe_tables(stats["person"], stats["place"], names, ddof=int(cfg.metrics.get("std_ddof", 0)))
+        table = attach_profile(table, cfg)
+        lowercase = bool(cfg.corpus.get("lowercase"))
+        prefix = corpus_label(cfg.corpus.name, lowercase)
+        scalars = probe_scalars(groups, prefix)
+        tables = {"per_name.csv": table, "per_group.csv": groups,
+                  "label_breakdown.csv": stats["person"].label_breakdown(names),
+                  "place_label_breakdown.csv": stats["place"].label_breakdown(names)}
+        image = output_dir / "probes_recall.png"
+        with atomic_files([output_dir / n for n in tables] + [image, output_dir / "metrics.json"]) as tmp:
+            for path, frame in zip(tmp, tables.values()):  # every result file final together, or none
+                write_csv(path, frame)
+            plot_probe_recall(table, names, tmp[-2], title=f"{corpus_title(cfg.corpus.name, lowercase)}, tagger "
+                                                          f"{slot_tagger.name}: one point per name")
+            atomic_write_json(tmp[-1], {"metrics": scalars, "tagger": slot_tagger.name,
+                                        "sentences": {c: len(corpus) for c, corpus in probes.corpora().items()}})
+        logger.summary(scalars)
+        logger.table(f"{prefix}/per_name", table)
+        logger.table(f"{prefix}/per_group", groups)
+        logger.image(f"{prefix}/probes_recall", image)
+        print(groups[["group", "names", "accuracy", "place_recall"]].rename(
+            columns={"accuracy": "person_recall"}).to_string(index=False))
+        return scalars
+
+
+class CensusBenchmark:
+    """``corpus=census``, with arrays: the SSA files read once into codes, each distinct name labelled once
+    per template (by the tagger's census labeller), the error types counted by grouped sums
+    (census.CensusOutcomes.errors)."""
+
+    CORPUS_KEYS = CENSUS_KEYS
+
+    def __init__(self, config: DictConfig):
+        self.config = config
+
+    def evaluate(self, tagger: Tagger, output_dir: Path, logger: NullLogger) -> dict[str, Any]:
+        started = time.perf_counter()
+        cfg = self.config
+        ccfg = cfg.corpus
+        years = range(int(ccfg.first_year), int(ccfg.last_year) + 1)
+        table = census.load_ssa(ccfg.ssa, years=years)
+        subset = str(ccfg.get("names") or "all")
+        if subset != "all":
+            excluded = [name for path in (ccfg.get("pool_exclude") or [None]) for name in load_names(path).names]
+            total = len(table.names)
+            table = census.select_names(table, subset, excluded)
+            log.info("census: %s names only: %d of %d distinct names", subset, len(table.names), total)
+        templates = [int(ccfg.template)] if ccfg.get("template") else list(census.TEMPLATES)
+        labeller = tagger.census_labeller(CensusOptions(lowercase=bool(ccfg.lowercase), batch_size=int(ccfg.batch_size),
+                                                        partial_person_is_person=bool(ccfg.partial_person_is_person)))
+        outcomes, label_table, tag_seconds = labeller.label(table, templates)
+        errors = outcomes.errors()
+        scalars: dict[str, Any] = {}
+        by_template = list(errors.groupby("template"))
+        images = [output_dir / f"census_errors_template{template}.png" for template, _ in by_template]
+        for template, part in by_template:
+            wide = part.pivot(index="year", columns="gender", values="type1_w")
+            scalars[f"census/template{template}/years_female_type1_w_above_male"] = int((wide["F"] > wide["M"]).sum())
+            for gender in ("F", "M"):
+                for column in ("type1_w", "type1_u", "type2_w", "type3_w"):
+                    scalars[f"census/template{template}/{gender}/{column}_mean_over_years"] = float(
+                        part.loc[part["gender"] == gender, column].mean())
+        scalars["census/years"] = len(years)
+        scalars["census/distinct_names"] = len(table.names)
+        finals = [output_dir / "census_errors.csv", output_dir / "census_labels.csv", *images,
+                  output_dir / "metrics.json"]
+        with atomic_files(finals) as tmp:  # every result file final together, or none
+            write_csv(tmp[0], errors)
+            write_csv(tmp[1], attach_profile(label_table, cfg))
+            for path, (template, part) in zip(tmp[2:-1], by_template):
+                plot_census_errors(part, path, template=template,
+                                   tagger=f"{tagger.name}{' (lower-cased sentences)' if ccfg.lowercase else ''}")
+            atomic_write_json(tmp[-1], {"metrics": scalars, "tagger": tagger.name,
+                                        FILE_RECORD: record_files({p.name: t for p, t in zip(finals[:2], tmp[:2])})})
+        for (template, _), image in zip(by_template, images):
+            logger.image(f"census/template{template}/errors", image)
+        logger.summary(scalars)
+        logger.table("census/errors", errors)
+        for key, value in scalars.items():
+            print(f"{key}: {value:.4f}" if isinstance(value, float) else f"{key}: {value}")
+        wall = time.perf_counter() - started
+        log.info("census: %.1f s in all: %.1f s inside the tagger, %.1f s outside it (%.0f%% of the wall time)",
+                 wall, tag_seconds, wall - tag_seconds, 100 * (wall - tag_seconds) / wall if wall else 0.0)
+        return scalars
+
+
+__all__ = ["CensusBenchmark", "NameSubstitutionBenchmark", "ProbesBenchmark"]

@@ -1,0 +1,116 @@
+"""Every corpus is a benchmark (nerbias/bias/benchmarks.py, scoring.Conll2003Benchmark): one class named by
+the corpus YAML, ``evaluate(tagger, output_dir, logger)``; taggers say what they can do (bias/tagging.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pandas as pd
+import pytest
+import yaml
+from omegaconf import OmegaConf
+
+from helpers import ROOT, compose_config
+from nerbias.bias.benchmarks import CensusBenchmark, NameSubstitutionBenchmark, ProbesBenchmark
+from nerbias.bias.published import PublishedPredictions
+from nerbias.bias.tagging import SlotTagger
+from nerbias.bias.types import SlotOutcome
+from nerbias.errors import NerbiasError
+from nerbias.fileio import RESOLVED_CONFIG
+from nerbias.loggers import NullLogger
+from nerbias.scoring import Conll2003Benchmark
+from nerbias import tasks
+
+
+class FirstLetterTagger(SlotTagger):
+    """A name is a PERSON when it starts with a letter of the first half of the alphabet."""
+
+    name = "first-letter"
+
+    def tag(self, sentences):
+        return [[SlotOutcome("PER" if sentence.tokens[slot.position][0].upper() <= "M" else "LOC", 0.5)
+                 for slot in sentence.slots] for sentence in sentences]
+
+
+def first_letter_tagger(**_):
+    return FirstLetterTagger()
+
+
+@pytest.mark.parametrize("corpus,benchmark", [("winogender", NameSubstitutionBenchmark),
+                                              ("insitu", NameSubstitutionBenchmark), ("probes", ProbesBenchmark),
+                                              ("census", CensusBenchmark), ("conll2003", Conll2003Benchmark)])
+def test_each_corpus_yaml_names_its_benchmark_class(corpus, benchmark):
+    cfg = compose_config("evaluate", [f"corpus={corpus}", "tagger.path=x"])
+    built = tasks.build_benchmark(cfg)
+    assert type(built) is benchmark and callable(built.evaluate)
+
+
+def test_a_benchmark_asks_the_tagger_and_says_what_it_lacks(tmp_path):
+    published = PublishedPredictions(tmp_path, name="coreNLP")
+    winogender = compose_config("evaluate", ["corpus=winogender", "tagger=precomputed"])
+    with pytest.raises(NerbiasError, match=r"^tagger precomputed:coreNLP labels the census benchmark's names only, "
+                                           r"not winogender sentences \(use corpus=census\)$"):
+        NameSubstitutionBenchmark(winogender).evaluate(published, tmp_path, NullLogger())
+    conll = compose_config("evaluate", ["tagger=spacy"])
+    with pytest.raises(NerbiasError, match=r"^tagger=spacy cannot be scored on CoNLL-03 \(needs a checkpoint\)$"):
+        Conll2003Benchmark(conll).evaluate(FirstLetterTagger(), tmp_path, NullLogger())
+    assert not list(tmp_path.iterdir())  # asked before any work
+    assert FirstLetterTagger().lineage() is None and FirstLetterTagger().identity() == {}
+
+
+def test_a_saved_config_of_the_evaluate_functions_reads_as_the_same_evaluation(tmp_path):
+    """Bias evaluations finished before corpora were benchmark classes saved ``corpus.evaluate`` (a partial of
+    a function); a resumed training run keeps them (tasks._finished_evaluation), and only them."""
+    legacy = {"NameSubstitutionBenchmark": "nerbias.bias.runner.evaluate_names",
+              "CensusBenchmark": "nerbias.bias.runner.evaluate_census"}
+    cfg = compose_config("train", ["experiment=mitigation_study", "logger=none", f"paths.output_dir={tmp_path}"])
+    runs = tasks.bias_evaluation_configs(cfg, tmp_path / "best.pt")
+    assert {label for label, _ in runs} >= {"winogender", "insitu_lower", "census"}
+    for label, eval_cfg in runs:
+        text = yaml.safe_dump(OmegaConf.to_container(eval_cfg), sort_keys=False)
+        config = yaml.safe_load(text)
+        corpus = config["corpus"]
+        old = {"_target_": legacy[corpus["benchmark"]["_target_"].rsplit(".", 1)[1]], "_partial_": True}
+        config["corpus"] = {("evaluate" if key == "benchmark" else key): (old if key == "benchmark" else value)
+                            for key, value in corpus.items()}
+        saved = yaml.safe_dump(config, sort_keys=False)
+        assert saved != text and tasks.current_config_text(saved) == text
+        run_dir = tmp_path / label
+        run_dir.mkdir()
+        (run_dir / RESOLVED_CONFIG).write_text(saved)
+        (run_dir / "metrics.json").write_text(json.dumps({"metrics": {"m": 1.0}}))
+        assert tasks._finished_evaluation(run_dir, text) == {"m": 1.0}
+        config["corpus"]["batch_size"] = 7
+        (run_dir / RESOLVED_CONFIG).write_text(yaml.safe_dump(config, sort_keys=False))
+        assert tasks._finished_evaluation(run_dir, text) is None  # other settings: redone
+
+
+def _doc_block(language: str, after: str) -> str:
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    return re.search(rf"```{language}\n(.*?)```", text[text.index(after):], re.S).group(1)
+
+
+def test_the_architecture_doc_s_corpus_example_is_one_class_and_one_yaml_file(tmp_path, monkeypatch):
+    """docs/architecture.md's "Adding a corpus": its class and YAML file, as printed, evaluate a tagger."""
+    module = _doc_block("python", "**Adding a corpus**")
+    config = _doc_block("yaml", "**Adding a corpus**")
+    (tmp_path / "mycorpora.py").write_text(module)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "configs" / "corpus").mkdir(parents=True)
+    (tmp_path / "configs" / "corpus" / "mysentences.yaml").write_text(config)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "mysentences.txt").write_text("{X} told the reporter she would stay .\n"
+                                                       "They moved to {X} last year .\n")
+    (tmp_path / "best.pt").write_bytes(b"")  # tagger=checkpoint wants a file; the stand-in reads none
+    out = tmp_path / "run"
+    cfg = compose_config("evaluate", [f"hydra.searchpath=[file://{tmp_path / 'configs'}]", "corpus=mysentences",
+                                      f"paths.data_dir={tmp_path / 'data'}", f"tagger.path={tmp_path / 'best.pt'}",
+                                      f"tagger._target_={__name__}.first_letter_tagger", "logger=none",
+                                      f"paths.output_dir={out}"])
+    metrics = tasks.run_evaluation(cfg, out)
+    per_name = pd.read_csv(out / "per_name.csv")
+    assert per_name["sentences"].tolist() == [2] * len(per_name) and len(per_name) > 100  # Table 1 + OOV
+    expected = (per_name["name"].str[0].str.upper() <= "M").astype(float)
+    assert per_name["accuracy"].tolist() == expected.tolist()
+    assert metrics["mysentences/ALL/accuracy"] == pytest.approx(expected[per_name["group"] != "OOV"].mean())
