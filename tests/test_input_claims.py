@@ -24,7 +24,7 @@ from nerbias.fileio import remove_orphans
 from nerbias.models.checkpoint import load_checkpoint
 from nerbias.validation import ConfigError, validate
 
-import report as report_script  # the script at the root, as tests/test_report.py imports it
+import report as report_script  # the script at the root, as tests/reporting/test_report.py imports it
 
 # ------------------------------------------------------------------------- result files vs the run
 

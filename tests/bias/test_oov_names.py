@@ -10,7 +10,7 @@ import pytest
 
 from nerbias.bias.names import OOV_NAMES_PATH, load_names
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_packaged_oov_set_is_a_one_group_list_of_at_least_20_single_word_names():

@@ -181,7 +181,7 @@ def test_noise_vectors_survive_a_checkpoint_round_trip_and_old_checkpoints_still
 
 @pytest.mark.slow
 def test_adversarial_training_runs_and_checkpoints_its_noise_vectors(tiny_data_dir, tmp_path):
-    """End to end on the tiny fixture (resuming a killed adversarial run: tests/test_training.py)."""
+    """End to end on the tiny fixture (resuming a killed adversarial run: tests/training/test_trainer.py)."""
     from nerbias.building import build
     from nerbias.tasks import build_augmentation, run_training
 
