@@ -281,6 +281,11 @@ def _target_owned_nodes(cfg: DictConfig) -> list[tuple[str, Any]]:
             owner = _target_owner(node["_target_"]) if "_target_" in node else None
             if owner is not None:
                 found.append((path, owner))
+            benchmark = node.get("benchmark")  # a corpus node: its benchmark states what the corpus keys may be
+            owner = _target_owner(benchmark["_target_"]) if isinstance(benchmark, Mapping) and \
+                "_target_" in benchmark else None
+            if owner is not None:
+                found.append((path, owner))
             for key, value in node.items():
                 if key != "hydra":
                     walk(value, f"{path}.{key}" if path else str(key))
@@ -316,14 +321,6 @@ def validate(cfg: DictConfig, overrides: Iterable[str] = (), owners: Iterable[tu
     _, num_shards = _select(cfg, "corpus.num_shards")
     if present and shard is not None and not (_integer(shard) and 0 <= shard < (num_shards or 1)):
         raise ConfigError(f"corpus.shard={shard!r}: must be null or an integer in [0, corpus.num_shards={num_shards})")
-    census_nodes = [("corpus", OmegaConf.select(cfg, "corpus", default=None))]
-    census_nodes += [(f"bias_eval.corpora.{name}", node) for name, node in
-                     (OmegaConf.select(cfg, "bias_eval.corpora", default=None) or {}).items()]
-    for where, node in census_nodes:  # the census's `names` chooses SSA names (name corpora: a CSV list)
-        if isinstance(node, DictConfig) and node.get("name") == "census" and \
-                node.get("names", "all") not in ("all", "heldout"):
-            raise ConfigError(f"{where}.names={node.get('names')!r}: must be all or heldout (the census benchmark "
-                              "scores every SSA name, or only those name substitution never trains on)")
     for key in ("trainer.device", "tagger.device"):
         present, device = _select(cfg, key)
         if present and isinstance(device, str) and device.startswith("cuda"):

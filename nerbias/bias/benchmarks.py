@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from omegaconf import DictConfig
 
@@ -34,6 +34,7 @@ from nerbias.bias.types import corpus_label, corpus_title
 from nerbias.errors import NerbiasError
 from nerbias.fileio import FILE_RECORD, atomic_files, atomic_write_json, record_files, remove_orphans, write_csv
 from nerbias.loggers import NullLogger
+from nerbias.validation import check_values
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +144,11 @@ class CensusBenchmark:
 
     def __init__(self, config: DictConfig):
         self.config = config
+
+    @classmethod
+    def check_values(cls, values: Mapping[str, Any], prefix: str = "corpus.") -> None:
+        """What the census corpus's keys may be (validation checks every corpus node naming this benchmark)."""
+        check_values(values, census.CENSUS_RULES, prefix)
 
     def evaluate(self, tagger: Tagger, output_dir: Path, logger: NullLogger) -> dict[str, Any]:
         started = time.perf_counter()
