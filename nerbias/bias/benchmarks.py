@@ -39,7 +39,23 @@ from nerbias.validation import check_values
 log = logging.getLogger(__name__)
 
 
-class NameSubstitutionBenchmark:
+class _NamesInSentences:
+    """What the benchmarks that put names into sentences share: the config, and the tagger's slot
+    tagger, the name list and the corpus they start from."""
+
+    CORPUS_KEYS = CORPUS_LOOP_KEYS
+
+    def __init__(self, config: DictConfig):
+        self.config = config
+
+    def _start(self, tagger: Tagger):
+        corpus_cfg = self.config.corpus
+        slot_tagger = tagger.slot_tagger(corpus_cfg.name)  # a tagger that cannot tag sentences stops here
+        names = load_names(corpus_cfg.get("names"))
+        return slot_tagger, names, build_corpus(corpus_cfg, names)
+
+
+class NameSubstitutionBenchmark(_NamesInSentences):
     """``corpus=winogender``, ``corpus=insitu``: names substituted into sentences, per-name accuracy and
     confidence; one shard, every missing shard, or a merge of finished shards (``corpus.num_shards > 1``).
 
@@ -49,16 +65,9 @@ class NameSubstitutionBenchmark:
     another evaluation; a killed shard leaves no file under its final name.
     """
 
-    CORPUS_KEYS = CORPUS_LOOP_KEYS
-
-    def __init__(self, config: DictConfig):
-        self.config = config
-
     def evaluate(self, tagger: Tagger, output_dir: Path, logger: NullLogger) -> dict[str, Any]:
         cfg = self.config
-        slot_tagger = tagger.slot_tagger(cfg.corpus.name)
-        names = load_names(cfg.corpus.get("names"))
-        corpus = build_corpus(cfg.corpus, names)
+        slot_tagger, names, corpus = self._start(tagger)
         num_shards = int(cfg.corpus.get("num_shards", 1))
         shard = cfg.corpus.get("shard")
         if num_shards == 1:
@@ -91,20 +100,13 @@ class NameSubstitutionBenchmark:
         return merge_shards(cfg, names, shards_dir, num_shards, path_of, identity, output_dir, logger)
 
 
-class ProbesBenchmark:
+class ProbesBenchmark(_NamesInSentences):
     """``corpus=probes``: every name in every person and place template; PERSON recall in person
     contexts, LOCATION recall in place contexts (``nerbias.bias.probes``)."""
 
-    CORPUS_KEYS = CORPUS_LOOP_KEYS
-
-    def __init__(self, config: DictConfig):
-        self.config = config
-
     def evaluate(self, tagger: Tagger, output_dir: Path, logger: NullLogger) -> dict[str, Any]:
         cfg = self.config
-        slot_tagger = tagger.slot_tagger(cfg.corpus.name)
-        names = load_names(cfg.corpus.get("names"))
-        probes = build_corpus(cfg.corpus, names)
+        slot_tagger, names, probes = self._start(tagger)
         stats = {}
         for context, corpus in probes.corpora().items():
             log.info("probes: tagging %d %s-context sentences with %s", len(corpus), context, slot_tagger.name)
