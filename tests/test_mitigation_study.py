@@ -48,6 +48,7 @@ def test_each_condition_composes_with_the_study_and_switches_on_only_its_options
     census = cfg.bias_eval.corpora.census
     assert census.names == "heldout" and list(census.pool_exclude) == list(cfg.augment.pool_exclude)
     assert cfg.bias_eval.corpora.winogender.seed == 0  # one sample for every condition and seed
+    assert cfg.bias_eval.corpora.probes.benchmark._target_.endswith("ProbesBenchmark")  # person vs place contexts
 
 
 def test_the_elmo_comparison_run_is_the_baseline_recipe_on_elmo_evaluated_as_the_study():
