@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import glob
+import gzip
 import hashlib
 import json
 import os
@@ -124,6 +125,11 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         tmp.write_text(text, encoding="utf-8")
 
 
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
 def atomic_write_json(path: str | Path, payload: Any) -> None:
     atomic_write_text(path, json.dumps(payload, indent=2, sort_keys=True) + "\n")
 
@@ -140,8 +146,16 @@ def write_csv(path: str | Path, frame: Any, float_format: str = "%.6g") -> Path:
 FILE_RECORD = "files"
 
 
+def stored(path: str | Path) -> Path:
+    """``path``, or ``path.gz`` when only a gzip-compressed copy is there (a study archive stores large
+    CSVs so: nerbias/reporting/archive.py)."""
+    path = Path(path)
+    compressed = path.with_name(path.name + ".gz")
+    return compressed if not path.is_file() and compressed.is_file() else path
+
+
 def _rows_and_digest(path: Path) -> tuple[int, str]:
-    raw = path.read_bytes()
+    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
     return max(len(raw.splitlines()) - 1, 0), hashlib.sha256(raw).hexdigest()  # rows below the header
 
 
@@ -159,7 +173,7 @@ def check_recorded_files(folder: str | Path, record: Mapping[str, Mapping[str, A
     """Each file of ``record`` (what metrics.json says the run wrote) is there with the same rows and
     content; a truncated, edited or missing one is a DataFormatError naming it."""
     for name, expected in record.items():
-        path = Path(folder) / name
+        path = stored(Path(folder) / name)
         if not path.is_file():
             raise DataFormatError(path, "missing, though the run's metrics.json lists it")
         rows, digest = _rows_and_digest(path)

@@ -217,6 +217,9 @@ def run_training(cfg: DictConfig, output_dir: str | Path) -> dict[str, float]:
     if cfg.get("bias_eval") and cfg.bias_eval.get("report"):  # its options (the ambiguity rule) before training
         ReportOptions(**OmegaConf.to_container(cfg.bias_eval.report, resolve=True))
     check_writable(output_dir / "checkpoints")  # before an epoch, not after it
+    kept = finished_job(cfg, output_dir)
+    if kept is not None:
+        return kept
     logger = _logger(cfg, output_dir)
     try:
         settings = {key: value for key, value in OmegaConf.to_container(cfg.trainer, resolve=True).items()
@@ -283,6 +286,38 @@ def current_config_text(saved: str) -> str:
                         ({"_target_": LEGACY_EVALUATIONS[old["_target_"]]} if key == "evaluate" else value)
                         for key, value in corpus.items()}
     return yaml.safe_dump(config, sort_keys=False)
+
+
+def finished_job(cfg: DictConfig, output_dir: Path) -> dict[str, Any] | None:
+    """The metrics of a job already finished in ``output_dir`` with exactly this config, else None.
+
+    Finished means: ``trainer.resume=true``, the saved ``config_resolved.yaml`` equals this config,
+    training wrote its ``metrics.json`` (last, after scoring the best checkpoint) and every bias
+    evaluation (and the report, when one is asked for) is there with the same settings. Such a job
+    needs no checkpoint: a study restored from its archive (``scripts/study_archive.py``) skips its
+    finished jobs instead of training them again. Anything missing or set differently: None, and the
+    job runs (resuming from ``last.pt`` when there is one).
+    """
+    if OmegaConf.select(cfg, "trainer.resume") not in (True, "true"):  # a path resumes from that checkpoint
+        return None
+    saved_config, saved_metrics = output_dir / RESOLVED_CONFIG, output_dir / "metrics.json"
+    if not (saved_config.is_file() and saved_metrics.is_file()):
+        return None
+    if yaml.safe_load(saved_config.read_text(encoding="utf-8")) != OmegaConf.to_container(cfg, resolve=True):
+        return None
+    metrics = dict(json.loads(saved_metrics.read_text(encoding="utf-8"))["metrics"])
+    if cfg.get("bias_eval"):
+        for label, eval_cfg in bias_evaluation_configs(cfg, output_dir / "checkpoints" / "best.pt"):
+            resolved = yaml.safe_dump(OmegaConf.to_container(eval_cfg), sort_keys=False)
+            finished = _finished_evaluation(output_dir / "bias" / label, resolved)
+            if finished is None:
+                return None
+            metrics.update(finished)
+        if cfg.bias_eval.get("report") and not (output_dir / "report.md").is_file():
+            return None
+    log.info("%s: this job already finished with the same config (metrics.json, %s and its bias evaluations), "
+             "kept", output_dir, RESOLVED_CONFIG)
+    return metrics
 
 
 def _finished_evaluation(run_dir: Path, resolved: str) -> dict[str, Any] | None:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The mitigation study (docs/mitigation-study.md): set up, train the conditions of configs/mitigation/ on
 # GloVe 6B 50d (seeds 1-5 for each, seeds outermost), evaluate each best checkpoint on Winogender, In-Situ,
-# the census (held-out names) and the OOV name set, cased and lower-cased, then write
+# the census (held-out names), the OOV name set and the paired probes, cased and lower-cased, then write
 # <sweep dir>/study/study.md: one table per corpus with intervals and paired differences from the baseline.
 #   bash scripts/mitigation_study.sh                  # 45 jobs, one at a time: many hours on 2 CPU cores
 #   bash scripts/mitigation_study.sh logger=none      # extra arguments are Hydra overrides for every job
@@ -13,7 +13,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 sweep_dir="${SWEEP_DIR:-logs/train/mitigation_study}"
-.venv/bin/python train.py -m experiment=mitigation_study "hydra.sweep.dir=$sweep_dir" "$@"
+# STUDY_ARCHIVE=<dir> (e.g. results/mitigation_study): its packed jobs are restored first (a rerun keeps
+# them without their checkpoints), and each job is packed there when it ends (scripts/study_archive.py).
+archive=()
+if [ -n "${STUDY_ARCHIVE:-}" ]; then
+  if compgen -G "$STUDY_ARCHIVE/*/MANIFEST.sha256" > /dev/null; then
+    .venv/bin/python scripts/study_archive.py unpack "$STUDY_ARCHIVE" "$sweep_dir"
+  fi
+  archive=("+hydra.callbacks.study_archive._target_=nerbias.reporting.archive.PackEachFinishedJob"
+           "+hydra.callbacks.study_archive.archive_dir=$(realpath -m "$STUDY_ARCHIVE")")
+fi
+.venv/bin/python train.py -m experiment=mitigation_study "hydra.sweep.dir=$sweep_dir" "${archive[@]}" "$@"
 if [ "${STUDY_ELMO:-1}" != 0 ]; then
   .venv/bin/python train.py experiment=mitigation_study_elmo seed=1 "hydra.run.dir=$sweep_dir/elmo-seed1" \
     trainer.resume=true "$@"

@@ -98,3 +98,78 @@ def test_a_census_name_subset_typo_stops_before_training():
     with pytest.raises(ConfigError, match="corpus.names='half'"):
         validate(compose_config("evaluate", ["corpus=census", "corpus.names=half"]))
     validate(compose_config("evaluate", ["corpus=census", "corpus.names=heldout", "tagger=spacy"]))
+
+
+def _finish_job_on_disk(cfg, run_dir) -> dict:
+    """What a finished sweep job leaves, without its checkpoints (as a study archive restores it)."""
+    import yaml
+    from omegaconf import OmegaConf
+    from nerbias.tasks import bias_evaluation_configs
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config_resolved.yaml").write_text(yaml.safe_dump(OmegaConf.to_container(cfg, resolve=True),
+                                                                 sort_keys=False))
+    (run_dir / "metrics.json").write_text(json.dumps({"metrics": {"test_f1": 0.9}}))
+    expected = {"test_f1": 0.9}
+    for number, (label, eval_cfg) in enumerate(bias_evaluation_configs(cfg, run_dir / "checkpoints" / "best.pt")):
+        folder = run_dir / "bias" / label
+        folder.mkdir(parents=True)
+        (folder / "config_resolved.yaml").write_text(yaml.safe_dump(OmegaConf.to_container(eval_cfg), sort_keys=False))
+        (folder / "metrics.json").write_text(json.dumps({"metrics": {f"{label}/ALL": number}}))
+        expected[f"{label}/ALL"] = number
+    return expected
+
+
+def test_a_finished_job_is_kept_without_its_checkpoints_only_when_every_part_is_there(tmp_path):
+    from nerbias.tasks import finished_job
+    run_dir = tmp_path / "baseline-seed1"
+    overrides = ["experiment=mitigation_study", "logger=none", "seed=1", f"paths.output_dir={run_dir}",
+                 "trainer.resume=true"]
+    cfg = compose_config("train", overrides)
+    expected = _finish_job_on_disk(cfg, run_dir)
+    assert len(expected) == 1 + 12 and finished_job(cfg, run_dir) == expected
+    assert finished_job(compose_config("train", overrides[:-1]), run_dir) is None  # not resuming: train
+    assert finished_job(compose_config("train", overrides[:2] + ["seed=2"] + overrides[3:]), run_dir) is None
+    (run_dir / "bias" / "probes_lower" / "metrics.json").unlink()  # one evaluation missing: run the job
+    assert finished_job(cfg, run_dir) is None
+
+
+def test_a_rerun_of_a_finished_job_whose_checkpoints_are_gone_trains_nothing(tmp_path):
+    from helpers import make_tiny_conll, tiny_train_overrides
+    from nerbias.tasks import run_training
+    from nerbias.testing import one_thread
+    data_dir = make_tiny_conll(tmp_path / "data")
+    run_dir = tmp_path / "run"
+    cfg = compose_config("train", tiny_train_overrides(data_dir, epochs=1) +
+                         [f"paths.output_dir={run_dir}", "trainer.resume=true"])
+    with one_thread():
+        metrics = run_training(cfg, run_dir)
+        for checkpoint in (run_dir / "checkpoints").iterdir():
+            checkpoint.unlink()
+        written = (run_dir / "metrics.json").stat().st_mtime_ns
+        assert run_training(cfg, run_dir) == metrics
+    assert not list((run_dir / "checkpoints").iterdir()) and (run_dir / "metrics.json").stat().st_mtime_ns == written
+
+
+def test_a_sweep_packs_each_finished_job_and_a_restored_sweep_reruns_without_training(tmp_path):
+    """The study's archive loop end to end: train.py -m with the pack callback, the sweep directory lost
+    (checkpoints and all), the archive unpacked into its place, the same command rerun: nothing trained."""
+    import shutil
+    from helpers import make_tiny_conll, run_script, tiny_train_overrides
+    data_dir = make_tiny_conll(tmp_path / "data")
+    sweep, archive = tmp_path / "sweep", tmp_path / "archive"
+    command = [*tiny_train_overrides(data_dir, epochs=1), f"hydra.sweep.dir={sweep}", "seed=1,2",
+               "+hydra.callbacks.study_archive._target_=nerbias.reporting.archive.PackEachFinishedJob",
+               f"+hydra.callbacks.study_archive.archive_dir={archive}"]
+    first = run_script("train.py", ["-m", *command], env={"OMP_NUM_THREADS": "1"})
+    assert first.returncode == 0, first.stderr
+    jobs = sorted(p.name for p in archive.iterdir())
+    assert jobs == ["0", "1"] and all((archive / job / "MANIFEST.sha256").is_file() for job in jobs)
+    metrics = {job: json.loads((sweep / job / "metrics.json").read_text()) for job in jobs}
+    shutil.rmtree(sweep)
+    assert run_script("scripts/study_archive.py", ["unpack", str(archive), str(sweep)]).returncode == 0
+    again = run_script("train.py", ["-m", *command], env={"OMP_NUM_THREADS": "1"})
+    assert again.returncode == 0, again.stderr
+    assert (again.stdout + again.stderr).count("already finished with the same config") == 2, again.stderr
+    for job in jobs:
+        assert json.loads((sweep / job / "metrics.json").read_text()) == metrics[job]
+        assert not list((sweep / job / "checkpoints").glob("*.pt"))
