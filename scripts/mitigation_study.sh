@@ -28,4 +28,6 @@ if [ "${STUDY_ELMO:-1}" != 0 ]; then
   .venv/bin/python train.py experiment=mitigation_study_elmo seed=1 "hydra.run.dir=$sweep_dir/elmo-seed1" \
     trainer.resume=true "$@"
 fi
+# The evaluation names' ambiguity profile: the study scores each names corpus again without the ambiguous ones.
+.venv/bin/python -m nerbias.bias.name_profile --no-census -o "$sweep_dir/name_profile.csv"
 .venv/bin/python aggregate.py --study "$sweep_dir"

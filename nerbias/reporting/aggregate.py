@@ -286,14 +286,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     study.add_argument("--n-boot", type=int, default=2000, help="bootstrap replicates (names corpora)")
     study.add_argument("--census-boot", type=int, default=500, help="bootstrap replicates (census)")
     study.add_argument("--std-ddof", type=int, default=0, help="ddof of the median-confidence spread")
+    study.add_argument("--name-profile", help="name_profile.csv (python -m nerbias.bias.name_profile; default: "
+                                              "<sweep dir>/name_profile.csv if there): each names corpus is also "
+                                              "scored without its ambiguous names")
+    study.add_argument("--ambiguity-min-typed", type=int, default=1,
+                       help="ambiguous: typed LOC/ORG/MISC at least this often in CoNLL-03 train (default: 1) ...")
+    study.add_argument("--ambiguity-casing", choices=("exact", "lower"), default="exact",
+                       help="... counting tokens in exact case or lower-cased")
+    study.add_argument("--no-gazetteer", action="store_true", help="... (default: or a gazetteer place)")
     args = parser.parse_args(argv)
     if args.study:
         from nerbias.reporting.study import run_study  # only the study needs scipy.sparse and the census reader
         if len(args.paths) != 1:
             parser.error("--study takes one sweep directory")
+        from nerbias.data.ambiguity import AmbiguityRule
         try:
+            rule = AmbiguityRule(min_typed=args.ambiguity_min_typed, casing=args.ambiguity_casing,
+                                 gazetteer=not args.no_gazetteer)
             path = run_study(args.paths[0], args.output_dir, baseline=args.baseline, n_boot=args.n_boot,
-                             census_boot=args.census_boot, ddof=args.std_ddof, condition_key=args.condition_key)
+                             census_boot=args.census_boot, ddof=args.std_ddof, condition_key=args.condition_key,
+                             name_profile=args.name_profile, ambiguity=rule)
         except NerbiasError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2

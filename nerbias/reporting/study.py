@@ -4,25 +4,21 @@ A study is a sweep of training runs with bias evaluations (``experiment=mitigati
 directory holds the resolved config (its ``condition`` and ``seed``), ``metrics.json`` (CoNLL-03
 ``test_f1`` and ``test_lower_f1``) and ``bias/<corpus>[_lower]/`` evaluations.
 
-Every figure is the mean over a condition's seeds; its 95 % interval is a percentile bootstrap that
-resamples names and seeds together, as ``reporting.uncertainty`` does for one model:
+Every figure is the mean over a condition's seeds, with a 95 % interval from ``reporting.intervals``: a
+name bootstrap (names drawn within groups, one draw for every condition, so differences from the baseline are
+paired on the names) plus a t-based seed part (paired on seed numbers); each row says what its interval
+covers (names, seeds, both), and a figure that varies only with the seed gets none from one seed.
 
-- **names corpora** (Winogender, In-Situ): a replicate draws the names of every group with replacement,
-  within the group, and draws each condition's seeds with replacement; a group's accuracy is the
-  slot-weighted accuracy of the drawn names, averaged over the drawn seeds. ALL, the best - worst group
-  gap, the female - male gap (female names pooled against male names) and the spread of median
-  confidence (the standard deviation over all names of each name's median confidence, Table 5 of
-  Mishra et al.; ``ddof`` as ``metrics.std_ddof``) are computed from those, replicate by replicate.
-  The OOV accuracy (one name) varies with the seeds only.
-- **census** (Mehrabi et al.): the weighted type-1 error of each year and sex, averaged over the
-  templates, then over the years; the replicate draws the (name, sex) units of each sex with
-  replacement (each keeping all its years) and the seeds.
+- **names corpora** (Winogender, In-Situ, the OOV set, the probes): group accuracies (slot-weighted), ALL,
+  the best - worst gap (bias-corrected, with its noise floor), female - male, the spread of median
+  confidence (Table 5 of Mishra et al.), calibration per group; the probes add LOCATION recall in place
+  contexts, Winogender the watched names (``reporting.place_names``). With a name profile, each names
+  corpus is scored again without its ambiguous names.
+- **census** (Mehrabi et al.): the weighted type-1 error of each year and sex, averaged over the templates,
+  then over the years; the names part draws (name, sex) units, each keeping all its years.
 - **CoNLL-03 F1**: the seeds only.
 
-**Differences from the baseline are paired:** one name draw per replicate serves every condition, so a
-condition minus the baseline is taken on the same names, replicate by replicate; seeds are drawn
-independently per condition (different conditions never share a trained model). With 2 or 3 seeds the
-seed part of an interval is coarse; the names part is what the many names make precise.
+``claims.csv`` is the Holm-adjusted family ``HEADLINE``; ``goal.csv`` the goal of issue 25 per condition.
 """
 
 from __future__ import annotations
@@ -31,22 +27,24 @@ import logging
 import math
 import re
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import sparse
 
-from nerbias.bias import census
-from nerbias.bias.names import load_names
 from nerbias.bias.statistics import PERSON_PROBABILITY
-from nerbias.bias.types import corpus_title, parse_corpus_label
+from nerbias.bias.types import corpus_label, corpus_title, parse_corpus_label
 from nerbias.errors import NerbiasError
-from nerbias.fileio import RESOLVED_CONFIG, atomic_write_text, write_csv
+from nerbias.fileio import atomic_write_text, write_csv
+from nerbias.data.ambiguity import AmbiguityRule
 from nerbias.reporting.debias_table import diagnostics_section
-from nerbias.reporting.runs import Run, is_hydra_run, load_run, read_metrics, saved_config, select
+from nerbias.reporting.place_names import (PLACE_RECALL, UNAMBIGUOUS_SUFFIX, WATCHED_NAMES, WATCHED_PREFIX,
+                                           goal_frame, goal_section, place_recall_statistic, read_profile,
+                                           unambiguous_tables, watched_name_statistics)
+from nerbias.reporting.runs import load_run, read_metrics
+from nerbias.reporting.study_runs import (CONLL_METRICS, Figures, Study, StudyRun, add_conll_statistics, census_figures,
+                                          find_study, seed_ids)
 from nerbias.reporting.tables import markdown_table
 from nerbias.reporting.intervals import (COVERS_NAMES, ONE_SEED, Interval, SeedNoise, Statistic, difference_covers,
                                          difference_replicates, gap_interval, inflate, noise_floor, replicates)
@@ -54,84 +52,12 @@ from nerbias.reporting.uncertainty import DEFAULT_CONFIDENCE, NameTable, holm
 
 log = logging.getLogger(__name__)
 
-CONLL_METRICS = {"test_f1": "CoNLL test F1", "test_lower_f1": "CoNLL test F1 (lower-cased)",
-                 "test_span_ece": "CoNLL test span ECE"}
 NAME_CORPORA = ("winogender", "insitu")
 CENSUS_BOOT = 2000  # the census draws are (units x replicates) matrices: ~30k units a sex
 CALIBRATION_PREFIX = "calibration: "
 OOV_SUFFIX = "_oov"  # the OOV name set's evaluations: bias_eval.corpora.<corpus>_oov
 
 
-@dataclass
-class StudyRun:
-    condition: str
-    seed: int
-    path: Path
-    conll: dict[str, float]
-    best_epoch: int | None = None   # 1-based, as metrics.json records it
-    epochs: int | None = None
-
-
-@dataclass
-class Study:
-    runs: dict[str, list[StudyRun]]          # condition -> finished runs, seed order
-    unfinished: list[Path] = field(default_factory=list)
-
-
-def find_study(sweep_dir: str | Path, condition_key: str = "condition") -> Study:
-    """The finished training runs under ``sweep_dir``, by condition (order of first appearance)."""
-    sweep_dir = Path(sweep_dir)
-    runs: dict[str, list[StudyRun]] = {}
-    unfinished = []
-    for path in sorted(p for p in sweep_dir.iterdir() if p.is_dir()):
-        if not ((path / RESOLVED_CONFIG).is_file() or is_hydra_run(path)):
-            continue  # not a run directory (e.g. the study's own output)
-        config = saved_config(path, resolve=True)
-        condition = select(config, condition_key)
-        if condition is None:
-            continue
-        metrics = read_metrics(path)
-        if metrics is None or "test_f1" not in metrics.get("metrics", {}):
-            unfinished.append(path)
-            continue
-        conll = {key: float(metrics["metrics"][key]) for key in CONLL_METRICS if key in metrics["metrics"]}
-        recorded = metrics["metrics"]
-        runs.setdefault(str(condition), []).append(StudyRun(
-            str(condition), int(select(config, "seed")), path, conll,
-            int(recorded["best_epoch"]) if "best_epoch" in recorded else None,
-            int(recorded["epochs"]) if "epochs" in recorded else None))
-    if not runs:
-        raise NerbiasError(f"{sweep_dir}: no finished run with a '{condition_key}' in its config")
-    for members in runs.values():
-        members.sort(key=lambda run: run.seed)
-    return Study(runs, unfinished)
-
-
-@dataclass
-class Figures:
-    """Every figure of one condition on one corpus, each ready for an interval (``reporting.intervals``).
-
-    ``groups``: the keys of the group accuracies (for the best - worst gap); ``floor``: the gap's noise
-    floor (names permuted across groups)."""
-
-    statistics: dict[str, Statistic] = field(default_factory=dict)
-    groups: list[str] = field(default_factory=list)
-    floor: dict[str, float] | None = None
-
-    def add(self, key: str, statistic: Statistic) -> None:
-        self.statistics[key] = statistic
-
-
-def _seed_ids(runs: Sequence[StudyRun]) -> tuple[int, ...]:
-    return tuple(run.seed for run in runs)
-
-
-def _conll(figures: Figures, runs: Sequence[StudyRun]) -> None:
-    for key in CONLL_METRICS:
-        values = np.array([run.conll.get(key, np.nan) for run in runs])
-        if np.isnan(values).any():
-            continue
-        figures.add(key, Statistic(float(values.mean()), _seed_ids(runs), values, bounds=(0.0, 1.0)))
 
 
 def _ratio_statistic(rec: np.ndarray, sen: np.ndarray, idx: np.ndarray, drawn: np.ndarray, seeds: tuple[int, ...],
@@ -171,6 +97,12 @@ def _name_statistics(table: NameTable, members: dict[str, np.ndarray], draws: di
             drawn = draws[group] if group in draws else np.concatenate([draws[g] for g in members], axis=1)
             out.add(CALIBRATION_PREFIX + group, _ratio_statistic(excess, sen, idx, drawn, seeds,
                                                                  len(idx) if group in members else size, (-1.0, 1.0)))
+    every, all_draws = np.concatenate(list(members.values())), np.concatenate([draws[g] for g in members], axis=1)
+    place = place_recall_statistic(table, every, all_draws, seeds, size)
+    if place is not None:
+        out.add(PLACE_RECALL, place)
+    for key, statistic in watched_name_statistics(table, seeds).items():
+        out.add(key, statistic)
     if len(members) > 1:
         out.floor = noise_floor(rec, sen, list(members.values()), floor_permutations, seed)
     if "accuracy" in table.oov:
@@ -178,8 +110,6 @@ def _name_statistics(table: NameTable, members: dict[str, np.ndarray], draws: di
         out.add("OOV", Statistic(float(oov.mean()), seeds, oov, bounds=(0.0, 1.0)))
     if "conf_median" in table.columns:
         medians = table.values("conf_median")                          # (S, N), NaN: never recognised
-        every = np.concatenate(list(members.values()))
-        all_draws = np.concatenate([draws[g] for g in members], axis=1)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # names never recognised have no confidence
             by_name = np.nanmean(medians, axis=0)
@@ -203,108 +133,11 @@ def names_corpus_figures(tables: dict[str, NameTable], n_boot: int, seed: int, d
     draws = {g: idx[rng.integers(0, len(idx), size=(n_boot, len(idx)))] for g, idx in members.items()}
     out = {}
     for condition, table in tables.items():
-        out[condition] = _name_statistics(table, members, draws, _seed_ids(runs[condition]), ddof,
+        out[condition] = _name_statistics(table, members, draws, seed_ids(runs[condition]), ddof,
                                           floor_permutations, seed)
-        _conll(out[condition], runs[condition])
+        add_conll_statistics(out[condition], runs[condition])
     return out
 
-
-# ----------------------------------------------------------------------------------------------
-# Census
-
-
-def _census_units(run: Run) -> tuple[pd.DataFrame, dict[str, sparse.csr_matrix], dict[str, list[str]]]:
-    """The SSA rows the run scored, as one (years x units) count matrix per sex; units = names."""
-    ssa_path, config = run.setting("corpus.ssa"), run.config
-    errors = run.tables["census_errors"]
-    years = sorted(int(y) for y in errors["year"].unique())
-    table = census.load_ssa(ssa_path, years=years, progress=False)
-    subset = str(select(config, "corpus.names", "all") or "all")
-    if subset != "all":
-        excluded = [n for path in (select(config, "corpus.pool_exclude") or [None]) for n in load_names(path).names]
-        table = census.select_names(table, subset, excluded)
-    row_of_year = np.searchsorted(np.asarray(years), table.year)
-    matrices, unit_names = {}, {}
-    for code, sex in enumerate(census.SEXES):
-        rows = table.sex == code
-        used, column = np.unique(table.name[rows], return_inverse=True)
-        matrices[sex] = sparse.csr_matrix((table.count[rows].astype(np.float64), (row_of_year[rows], column)),
-                                          shape=(len(years), len(used)))
-        unit_names[sex] = table.names[used].tolist()
-    return errors, matrices, unit_names
-
-
-def _type1_by_year(run: Run, matrices, unit_names, errors: pd.DataFrame) -> dict[str, np.ndarray]:
-    """Each unit's type-1 error averaged over the run's templates, per sex; checked against the run's
-    own census_errors.csv (mean over templates of type1_w, every year and sex)."""
-    labels = run.tables.get("census_labels")
-    if labels is None:
-        raise NerbiasError(f"{run.path}: no census_labels.csv (per-name labels)")
-    wrong = (labels["label"].fillna("") != census.PERSON).astype(np.float64)
-    mean_wrong = wrong.groupby(labels["name"]).mean()
-    out = {}
-    for sex, matrix in matrices.items():
-        error = mean_wrong.reindex(unit_names[sex]).to_numpy()
-        if np.isnan(error).any():
-            raise NerbiasError(f"{run.path}: census_labels.csv lacks {int(np.isnan(error).sum())} scored names")
-        out[sex] = error
-        rate = (matrix @ error) / np.asarray(matrix.sum(1)).ravel()
-        saved = errors[errors["gender"] == sex].groupby("year")["type1_w"].mean().to_numpy()
-        if np.abs(rate - saved).max() > 1e-4:  # the CSV keeps 6 significant digits
-            raise NerbiasError(f"{run.path}: labels do not reproduce census_errors.csv (type1_w)")
-    return out
-
-
-CENSUS_CHUNK = 250  # replicates drawn at a time: a (units x chunk) weight matrix, ~60 MB for 30k units
-
-
-def census_figures(study: Study, label: str, n_boot: int, seed: int) -> dict[str, Figures]:
-    """Female and male weighted type-1 error and their gap, per condition. The units ((name, sex), each
-    with all its years) are drawn in chunks of replicates, each chunk from its own generator, so every
-    condition sees the same draws (paired) and memory stays at one chunk's weights."""
-    units = None
-    wrong: dict[str, list[dict[str, np.ndarray]]] = {}
-    for condition, runs in study.runs.items():
-        wrong[condition] = []
-        for member in runs:
-            run = load_run(member.path / "bias" / label)
-            if units is None:
-                _, matrices, names = _census_units(run)
-                units = (matrices, names)
-            wrong[condition].append(_type1_by_year(run, *units, run.tables["census_errors"]))
-    matrices, _ = units
-    totals = {sex: np.asarray(matrix.sum(1)).ravel() for sex, matrix in matrices.items()}
-    # per condition, sex and seed: (B,) replicate rates (names part)
-    drawn = {c: {sex: [np.empty(n_boot) for _ in wrong[c]] for sex in matrices} for c in wrong}
-    for start in range(0, n_boot, CENSUS_CHUNK):
-        size = min(CENSUS_CHUNK, n_boot - start)
-        for number, (sex, matrix) in enumerate(matrices.items()):
-            n = matrix.shape[1]
-            weights = np.random.default_rng([seed, number, start]).multinomial(
-                n, np.full(n, 1.0 / n), size=size).T.astype(np.float64)
-            denominator = matrix @ weights                       # (years, chunk)
-            for condition, per_seed in wrong.items():
-                for index, errors in enumerate(per_seed):
-                    with np.errstate(invalid="ignore", divide="ignore"):
-                        rates = (matrix.multiply(errors[sex][None, :]).tocsr() @ weights) / denominator
-                    drawn[condition][sex][index][start:start + size] = np.nanmean(rates, axis=0)
-    unit_count = min(matrix.shape[1] for matrix in matrices.values())
-    out = {}
-    for condition, runs in study.runs.items():
-        seeds = _seed_ids(runs)
-        point = {sex: np.array([float(np.mean((matrix @ errors[sex]) / totals[sex])) for errors in wrong[condition]])
-                 for sex, matrix in matrices.items()}
-        names_part = {sex: np.vstack(drawn[condition][sex]).mean(0) for sex in matrices}  # every seed, drawn units
-        figures = Figures()
-        for key, values, reps, bounds in (
-                ("female_type1_w", point["F"], names_part["F"], (0.0, 1.0)),
-                ("male_type1_w", point["M"], names_part["M"], (0.0, 1.0)),
-                ("female_male_type1_w_gap", point["F"] - point["M"], names_part["F"] - names_part["M"], (-1.0, 1.0))):
-            figures.add(key, Statistic(float(values.mean()), seeds, values, inflate(values.mean(), reps, unit_count),
-                                       unit_count, bounds))
-        _conll(figures, runs)
-        out[condition] = figures
-    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -412,7 +245,8 @@ SUMMARY_COLUMNS = {"test_f1": "CoNLL F1", "test_lower_f1": "CoNLL F1 lower-cased
                    GAP: "best - worst group (bias-corrected)", "female_male_gap": "female - male",
                    "median_confidence_std": "std of median confidence",
                    "female_type1_w": "female type-1 (w)", "male_type1_w": "male type-1 (w)",
-                   "female_male_type1_w_gap": "female - male type-1 (w)"}
+                   "female_male_type1_w_gap": "female - male type-1 (w)",
+                   PLACE_RECALL: "LOCATION recall (place contexts)", **{WATCHED_PREFIX + n: n for n in WATCHED_NAMES}}
 # The claims family (Holm): every condition's difference from the baseline in these figures, cased corpora.
 HEADLINE = {"conll": ("test_f1",), "names": ("ALL", GAP, "female_male_gap"), "oov": ("ALL",),
             "census": ("female_male_type1_w_gap",)}
@@ -421,7 +255,7 @@ HEADLINE = {"conll": ("test_f1",), "names": ("ALL", GAP, "female_male_gap"), "oo
 def corpus_kind(label: str) -> str | None:
     """``names``, ``oov`` or ``census`` for a cased corpus label in the claims family; None for the rest."""
     corpus, lower = parse_corpus_label(label)
-    if lower:
+    if lower or corpus.startswith("probes") or corpus.endswith(UNAMBIGUOUS_SUFFIX):
         return None
     if corpus.startswith("census"):
         return "census"
@@ -526,10 +360,16 @@ def claims_section(family: pd.DataFrame, alpha: float) -> list[str]:
 def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, baseline: str = "baseline",
               n_boot: int = 10000, census_boot: int = CENSUS_BOOT, seed: int = 0, ddof: int = 0,
               condition_key: str = "condition", confidence: float = DEFAULT_CONFIDENCE,
-              floor_permutations: int = 1000) -> Path:
-    """Write ``study.md``, ``study_<corpus>.csv`` for every corpus the runs were evaluated on, and
-    ``claims.csv`` (the Holm-adjusted family)."""
+              floor_permutations: int = 1000, name_profile: str | Path | None = None,
+              ambiguity: AmbiguityRule = AmbiguityRule()) -> Path:
+    """Write ``study.md``, ``study_<corpus>.csv`` for every corpus the runs were evaluated on, ``claims.csv``
+    (the Holm-adjusted family) and ``goal.csv``. ``name_profile`` (default: ``<sweep dir>/name_profile.csv``
+    when there is one) adds each names corpus scored without the names ``ambiguity`` marks."""
     study = find_study(sweep_dir, condition_key)
+    if name_profile is None and (Path(sweep_dir) / "name_profile.csv").is_file():
+        name_profile = Path(sweep_dir) / "name_profile.csv"
+    profile = read_profile(name_profile) if name_profile else None
+    titles: dict[str, str] = {}
     out = Path(output_dir) if output_dir else Path(sweep_dir) / "study"
     if baseline not in study.runs:
         log.warning("no finished %s run: no differences", baseline)
@@ -565,6 +405,16 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
             tables = {c: NameTable.from_frames([load_run(r.path / "bias" / label).per_name for r in rs])
                       for c, rs in complete.items()}
             figures = names_corpus_figures(tables, n_boot, seed, ddof, complete, floor_permutations)
+            corpus, lower = parse_corpus_label(label)
+            if profile is not None and corpus in NAME_CORPORA:  # the same corpus without its ambiguous names
+                kept, dropped = unambiguous_tables(tables, profile, ambiguity)
+                extra = corpus_label(corpus + UNAMBIGUOUS_SUFFIX, lower)
+                titles[extra] = (f"{corpus_title(corpus, lower)}, without its {len(dropped)} ambiguous names "
+                                 f"({ambiguity.describe()}: {', '.join(dropped)})")
+                has_baseline[extra] = baseline in complete
+                frames[extra] = summary_frame(names_corpus_figures(kept, n_boot, seed, ddof, complete,
+                                                                   floor_permutations),
+                                              complete, baseline if baseline in complete else None, confidence, seed)
         has_baseline[label] = baseline in complete
         frames[label] = summary_frame(figures, complete, baseline if baseline in complete else None, confidence, seed)
     if not frames:
@@ -573,9 +423,13 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
     for label, frame in frames.items():
         write_csv(out / f"study_{label}.csv", frame, float_format="%.17g")  # every digit: the figures are exact
         corpus, lower = parse_corpus_label(label)
-        lines += corpus_section(frame, corpus_title(corpus, lower), baseline if has_baseline[label] else None)
+        lines += corpus_section(frame, titles.get(label) or corpus_title(corpus, lower),
+                                baseline if has_baseline[label] else None)
     write_csv(out / "claims.csv", family, float_format="%.17g")
     lines += claims_section(family, 1 - confidence)
+    goal = goal_frame(frames, baseline, GAP)
+    write_csv(out / "goal.csv", goal, float_format="%.17g")
+    lines += goal_section(goal, baseline)
     lines += diagnostics_section(study.runs)
     path = out / "study.md"
     atomic_write_text(path, "\n".join(lines))

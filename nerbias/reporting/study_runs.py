@@ -1,0 +1,197 @@
+"""A mitigation study's runs, read back: the finished training runs of a sweep by condition
+(``find_study``), the figures of one condition on one corpus (``Figures``), and the census figures with
+their name-part replicates (``census_figures``). ``study.py`` gives them intervals and writes the tables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import sparse
+
+from nerbias.bias import census
+from nerbias.bias.names import load_names
+from nerbias.errors import NerbiasError
+from nerbias.fileio import RESOLVED_CONFIG
+from nerbias.reporting.intervals import Statistic, inflate
+from nerbias.reporting.runs import Run, is_hydra_run, load_run, read_metrics, saved_config, select
+
+CONLL_METRICS = {"test_f1": "CoNLL test F1", "test_lower_f1": "CoNLL test F1 (lower-cased)",
+                 "test_span_ece": "CoNLL test span ECE"}
+
+
+@dataclass
+class StudyRun:
+    condition: str
+    seed: int
+    path: Path
+    conll: dict[str, float]
+    best_epoch: int | None = None   # 1-based, as metrics.json records it
+    epochs: int | None = None
+
+
+@dataclass
+class Study:
+    runs: dict[str, list[StudyRun]]          # condition -> finished runs, seed order
+    unfinished: list[Path] = field(default_factory=list)
+
+
+def find_study(sweep_dir: str | Path, condition_key: str = "condition") -> Study:
+    """The finished training runs under ``sweep_dir``, by condition (order of first appearance)."""
+    sweep_dir = Path(sweep_dir)
+    runs: dict[str, list[StudyRun]] = {}
+    unfinished = []
+    for path in sorted(p for p in sweep_dir.iterdir() if p.is_dir()):
+        if not ((path / RESOLVED_CONFIG).is_file() or is_hydra_run(path)):
+            continue  # not a run directory (e.g. the study's own output)
+        config = saved_config(path, resolve=True)
+        condition = select(config, condition_key)
+        if condition is None:
+            continue
+        metrics = read_metrics(path)
+        if metrics is None or "test_f1" not in metrics.get("metrics", {}):
+            unfinished.append(path)
+            continue
+        conll = {key: float(metrics["metrics"][key]) for key in CONLL_METRICS if key in metrics["metrics"]}
+        recorded = metrics["metrics"]
+        runs.setdefault(str(condition), []).append(StudyRun(
+            str(condition), int(select(config, "seed")), path, conll,
+            int(recorded["best_epoch"]) if "best_epoch" in recorded else None,
+            int(recorded["epochs"]) if "epochs" in recorded else None))
+    if not runs:
+        raise NerbiasError(f"{sweep_dir}: no finished run with a '{condition_key}' in its config")
+    for members in runs.values():
+        members.sort(key=lambda run: run.seed)
+    return Study(runs, unfinished)
+
+
+@dataclass
+class Figures:
+    """Every figure of one condition on one corpus, each ready for an interval (``reporting.intervals``).
+
+    ``groups``: the keys of the group accuracies (for the best - worst gap); ``floor``: the gap's noise
+    floor (names permuted across groups)."""
+
+    statistics: dict[str, Statistic] = field(default_factory=dict)
+    groups: list[str] = field(default_factory=list)
+    floor: dict[str, float] | None = None
+
+    def add(self, key: str, statistic: Statistic) -> None:
+        self.statistics[key] = statistic
+
+
+def seed_ids(runs: Sequence[StudyRun]) -> tuple[int, ...]:
+    return tuple(run.seed for run in runs)
+
+
+def add_conll_statistics(figures: Figures, runs: Sequence[StudyRun]) -> None:
+    for key in CONLL_METRICS:
+        values = np.array([run.conll.get(key, np.nan) for run in runs])
+        if np.isnan(values).any():
+            continue
+        figures.add(key, Statistic(float(values.mean()), seed_ids(runs), values, bounds=(0.0, 1.0)))
+
+
+# ----------------------------------------------------------------------------------------------
+# Census
+
+
+def _census_units(run: Run) -> tuple[pd.DataFrame, dict[str, sparse.csr_matrix], dict[str, list[str]]]:
+    """The SSA rows the run scored, as one (years x units) count matrix per sex; units = names."""
+    ssa_path, config = run.setting("corpus.ssa"), run.config
+    errors = run.tables["census_errors"]
+    years = sorted(int(y) for y in errors["year"].unique())
+    table = census.load_ssa(ssa_path, years=years, progress=False)
+    subset = str(select(config, "corpus.names", "all") or "all")
+    if subset != "all":
+        excluded = [n for path in (select(config, "corpus.pool_exclude") or [None]) for n in load_names(path).names]
+        table = census.select_names(table, subset, excluded)
+    row_of_year = np.searchsorted(np.asarray(years), table.year)
+    matrices, unit_names = {}, {}
+    for code, sex in enumerate(census.SEXES):
+        rows = table.sex == code
+        used, column = np.unique(table.name[rows], return_inverse=True)
+        matrices[sex] = sparse.csr_matrix((table.count[rows].astype(np.float64), (row_of_year[rows], column)),
+                                          shape=(len(years), len(used)))
+        unit_names[sex] = table.names[used].tolist()
+    return errors, matrices, unit_names
+
+
+def _type1_by_year(run: Run, matrices, unit_names, errors: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Each unit's type-1 error averaged over the run's templates, per sex; checked against the run's
+    own census_errors.csv (mean over templates of type1_w, every year and sex)."""
+    labels = run.tables.get("census_labels")
+    if labels is None:
+        raise NerbiasError(f"{run.path}: no census_labels.csv (per-name labels)")
+    wrong = (labels["label"].fillna("") != census.PERSON).astype(np.float64)
+    mean_wrong = wrong.groupby(labels["name"]).mean()
+    out = {}
+    for sex, matrix in matrices.items():
+        error = mean_wrong.reindex(unit_names[sex]).to_numpy()
+        if np.isnan(error).any():
+            raise NerbiasError(f"{run.path}: census_labels.csv lacks {int(np.isnan(error).sum())} scored names")
+        out[sex] = error
+        rate = (matrix @ error) / np.asarray(matrix.sum(1)).ravel()
+        saved = errors[errors["gender"] == sex].groupby("year")["type1_w"].mean().to_numpy()
+        if np.abs(rate - saved).max() > 1e-4:  # the CSV keeps 6 significant digits
+            raise NerbiasError(f"{run.path}: labels do not reproduce census_errors.csv (type1_w)")
+    return out
+
+
+CENSUS_CHUNK = 250  # replicates drawn at a time: a (units x chunk) weight matrix, ~60 MB for 30k units
+
+
+def census_figures(study: Study, label: str, n_boot: int, seed: int) -> dict[str, Figures]:
+    """Female and male weighted type-1 error and their gap, per condition. The units ((name, sex), each
+    with all its years) are drawn in chunks of replicates, each chunk from its own generator, so every
+    condition sees the same draws (paired) and memory stays at one chunk's weights."""
+    units = None
+    wrong: dict[str, list[dict[str, np.ndarray]]] = {}
+    for condition, runs in study.runs.items():
+        wrong[condition] = []
+        for member in runs:
+            run = load_run(member.path / "bias" / label)
+            if units is None:
+                _, matrices, names = _census_units(run)
+                units = (matrices, names)
+            wrong[condition].append(_type1_by_year(run, *units, run.tables["census_errors"]))
+    matrices, _ = units
+    totals = {sex: np.asarray(matrix.sum(1)).ravel() for sex, matrix in matrices.items()}
+    # per condition, sex and seed: (B,) replicate rates (names part)
+    drawn = {c: {sex: [np.empty(n_boot) for _ in wrong[c]] for sex in matrices} for c in wrong}
+    for start in range(0, n_boot, CENSUS_CHUNK):
+        size = min(CENSUS_CHUNK, n_boot - start)
+        for number, (sex, matrix) in enumerate(matrices.items()):
+            n = matrix.shape[1]
+            weights = np.random.default_rng([seed, number, start]).multinomial(
+                n, np.full(n, 1.0 / n), size=size).T.astype(np.float64)
+            denominator = matrix @ weights                       # (years, chunk)
+            for condition, per_seed in wrong.items():
+                for index, errors in enumerate(per_seed):
+                    with np.errstate(invalid="ignore", divide="ignore"):
+                        rates = (matrix.multiply(errors[sex][None, :]).tocsr() @ weights) / denominator
+                    drawn[condition][sex][index][start:start + size] = np.nanmean(rates, axis=0)
+    unit_count = min(matrix.shape[1] for matrix in matrices.values())
+    out = {}
+    for condition, runs in study.runs.items():
+        seeds = seed_ids(runs)
+        point = {sex: np.array([float(np.mean((matrix @ errors[sex]) / totals[sex])) for errors in wrong[condition]])
+                 for sex, matrix in matrices.items()}
+        names_part = {sex: np.vstack(drawn[condition][sex]).mean(0) for sex in matrices}  # every seed, drawn units
+        figures = Figures()
+        for key, values, reps, bounds in (
+                ("female_type1_w", point["F"], names_part["F"], (0.0, 1.0)),
+                ("male_type1_w", point["M"], names_part["M"], (0.0, 1.0)),
+                ("female_male_type1_w_gap", point["F"] - point["M"], names_part["F"] - names_part["M"], (-1.0, 1.0))):
+            figures.add(key, Statistic(float(values.mean()), seeds, values, inflate(values.mean(), reps, unit_count),
+                                       unit_count, bounds))
+        add_conll_statistics(figures, runs)
+        out[condition] = figures
+    return out
+
+
+__all__ = ["CONLL_METRICS", "Figures", "Study", "StudyRun", "add_conll_statistics", "census_figures", "find_study",
+           "seed_ids"]

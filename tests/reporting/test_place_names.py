@@ -1,0 +1,111 @@
+"""Names that are also places in the study: probes' LOCATION recall, the watched names, each names corpus
+again without its ambiguous names, and the goal of issue 25, on a sweep written here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from nerbias.data.ambiguity import TOKEN_TYPES, AmbiguityRule
+from nerbias.errors import NerbiasError
+from nerbias.reporting.place_names import GOAL, goal_frame
+from nerbias.reporting.study import run_study
+
+GROUPS = {"Hispanic Female": ["Sofia", "Victoria", "Maria", "Lucia"], "White Female": ["Emily", "Anne", "Claire"],
+          "White Male": ["Greg", "Todd", "Brad"]}
+PLACES = {"Sofia", "Victoria"}  # the profile below marks them ambiguous: gazetteer places typed LOC
+
+
+def _frame(rows: list[dict], folder: Path, corpus: str) -> None:
+    folder.mkdir(parents=True)
+    pd.DataFrame(rows).to_csv(folder / "per_name.csv", index=False)
+    (folder / "metrics.json").write_text(json.dumps({"metrics": {}}))
+    (folder / "config_resolved.yaml").write_text(yaml.safe_dump({"corpus": {"name": corpus, "lowercase": False}}))
+
+
+def write_run(root: Path, condition: str, seed: int, person: dict[str, int], place: dict[str, int], f1: float) -> None:
+    run = root / f"{condition}-seed{seed}"
+    run.mkdir(parents=True)
+    (run / "config_resolved.yaml").write_text(yaml.safe_dump({"condition": condition, "seed": seed}))
+    (run / "metrics.json").write_text(json.dumps({"metrics": {"test_f1": f1}}))
+    rows = [{"name": n, "group": g, "sentences": 10, "recognised": person[n], "accuracy": person[n] / 10}
+            for g, names in GROUPS.items() for n in names]
+    _frame(rows, run / "bias" / "winogender", "winogender")
+    probes = [{**row, "place_sentences": 20, "place_located": place[row["name"]],
+               "place_recall": place[row["name"]] / 20} for row in rows]
+    _frame(probes, run / "bias" / "probes", "probes")
+
+
+def write_profile(path: Path) -> Path:
+    rows = [{"name": n, "place": int(n in PLACES), "place_kinds": "city" if n in PLACES else "",
+             **{f"conll_{t}": (4 if t == "LOC" and n in PLACES else 0) for t in TOKEN_TYPES},
+             **{f"conll_lower_{t}": 0 for t in TOKEN_TYPES}} for names in GROUPS.values() for n in names]
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+NAMES = [n for names in GROUPS.values() for n in names]
+BASE = {**{n: 10 for n in NAMES}, "Sofia": 0, "Victoria": 1}
+PLACE = {n: 18 for n in NAMES}
+
+
+def test_place_recall_watched_names_and_the_gap_without_ambiguous_names_by_hand(tmp_path):
+    for seed in (1, 2, 3):
+        write_run(tmp_path, "baseline", seed, {**BASE, "Maria": 8 + seed % 2}, PLACE, 0.90)
+        write_run(tmp_path, "context", seed, {**BASE, "Sofia": 9, "Victoria": 9}, {**PLACE, "Greg": 10}, 0.899)
+    run_study(tmp_path, tmp_path / "out", n_boot=200, name_profile=write_profile(tmp_path / "name_profile.csv"))
+    study = pd.read_csv(tmp_path / "out" / "study_winogender.csv").set_index(["condition", "metric"])
+    assert study.loc[("baseline", "name: Sofia"), "value"] == 0.0
+    assert study.loc[("context", "name: Victoria"), "value"] == pytest.approx(0.9)
+    probes = pd.read_csv(tmp_path / "out" / "study_probes.csv").set_index(["condition", "metric"])
+    assert probes.loc[("baseline", "place_recall"), "value"] == pytest.approx(0.9)
+    assert probes.loc[("context", "place_recall"), "value"] == pytest.approx((9 * 18 + 10) / (10 * 20))
+    assert probes.loc[("context", "place_recall"), "diff"] == pytest.approx((10 - 18) / 200)
+    clean = pd.read_csv(tmp_path / "out" / "study_winogender_unambiguous.csv").set_index(["condition", "metric"])
+    maria = np.mean([(9 + 10) / 20, (8 + 10) / 20, (9 + 10) / 20])  # Maria and Lucia, seeds 1-3
+    assert clean.loc[("baseline", "Hispanic Female"), "value"] == pytest.approx(maria)
+    assert clean.loc[("context", "Hispanic Female"), "value"] == 1.0  # Sofia and Victoria left out
+    text = (tmp_path / "out" / "study.md").read_text()
+    assert "Winogender, without its 2 ambiguous names" in text and "Sofia, Victoria" in text
+    goal = pd.read_csv(tmp_path / "out" / "goal.csv").set_index("condition")
+    assert goal.loc["context", "f1_met"] and goal.loc["context", "watched_met"]
+    assert not goal.loc["context", "place_met"] and not goal.loc["context", "met"]  # LOCATION recall -4 points
+    assert "## Goal: a condition that reads context" in text
+    claims = pd.read_csv(tmp_path / "out" / "claims.csv")
+    assert set(claims["corpus"]) == {"winogender"}  # the probes and the extra section are not claims
+
+
+def test_goal_needs_every_part_and_the_gap_ratio_interval_below_one():
+    def frames(ratio_high: float, f1: float, place: float, sofia: float) -> dict[str, pd.DataFrame]:
+        rows = [("best_worst_gap", {"ratio": 0.4, "ratio_high": ratio_high}), ("test_f1", {"diff": f1}),
+                ("name: Sofia", {"value": sofia}), ("name: Victoria", {"value": 0.95})]
+        winogender = pd.DataFrame([{"condition": c, "metric": m, **v} for c in ("baseline", "x") for m, v in rows])
+        probes = pd.DataFrame([{"condition": "x", "metric": "place_recall", "diff": place}])
+        return {"winogender": winogender, "probes": probes}
+    assert goal_frame(frames(0.9, -0.004, -0.01, 0.92), "baseline", "best_worst_gap")["met"].tolist() == [True]
+    for spoiled in (frames(1.1, -0.004, -0.01, 0.92), frames(0.9, -0.006, -0.01, 0.92),
+                    frames(0.9, -0.004, -0.03, 0.92), frames(0.9, -0.004, -0.01, 0.89)):
+        assert goal_frame(spoiled, "baseline", "best_worst_gap")["met"].tolist() == [False]
+    no_probes = frames(0.9, -0.004, -0.01, 0.92)
+    del no_probes["probes"]
+    assert goal_frame(no_probes, "baseline", "best_worst_gap")["place_met"].tolist() == [False]  # unmeasured
+    assert GOAL == {"gap_ratio": 0.5, "f1_cost": 0.005, "place_recall_drop": 0.02, "watched_accuracy": 0.9}
+
+
+def test_a_profile_without_the_evaluated_names_or_a_group_left_empty_is_an_error(tmp_path):
+    write_run(tmp_path, "baseline", 1, BASE, PLACE, 0.9)
+    profile = write_profile(tmp_path / "name_profile.csv")
+    partial = pd.read_csv(profile)
+    partial[partial["name"] != "Greg"].to_csv(tmp_path / "partial.csv", index=False)
+    with pytest.raises(NerbiasError, match=r"the name profile lacks 1 evaluated names \(e.g. Greg\)"):
+        run_study(tmp_path, tmp_path / "out", n_boot=50, name_profile=tmp_path / "partial.csv")
+    strict = AmbiguityRule(min_typed=1, gazetteer=True)
+    everything = pd.read_csv(profile).assign(place=1)
+    everything.to_csv(tmp_path / "all_places.csv", index=False)
+    with pytest.raises(NerbiasError, match=r"group\(s\) \['Hispanic Female', 'White Female', 'White Male'\] keep"):
+        run_study(tmp_path, tmp_path / "out", n_boot=50, name_profile=tmp_path / "all_places.csv", ambiguity=strict)
