@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import errno
 import glob
-import gzip
 import hashlib
 import json
 import os
@@ -146,16 +145,8 @@ def write_csv(path: str | Path, frame: Any, float_format: str = "%.6g") -> Path:
 FILE_RECORD = "files"
 
 
-def stored(path: str | Path) -> Path:
-    """``path``, or ``path.gz`` when only a gzip-compressed copy is there (a study archive stores large
-    CSVs so: nerbias/reporting/archive.py)."""
-    path = Path(path)
-    compressed = path.with_name(path.name + ".gz")
-    return compressed if not path.is_file() and compressed.is_file() else path
-
-
 def _rows_and_digest(path: Path) -> tuple[int, str]:
-    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    raw = path.read_bytes()
     return max(len(raw.splitlines()) - 1, 0), hashlib.sha256(raw).hexdigest()  # rows below the header
 
 
@@ -173,7 +164,7 @@ def check_recorded_files(folder: str | Path, record: Mapping[str, Mapping[str, A
     """Each file of ``record`` (what metrics.json says the run wrote) is there with the same rows and
     content; a truncated, edited or missing one is a DataFormatError naming it."""
     for name, expected in record.items():
-        path = stored(Path(folder) / name)
+        path = Path(folder) / name
         if not path.is_file():
             raise DataFormatError(path, "missing, though the run's metrics.json lists it")
         rows, digest = _rows_and_digest(path)

@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "pack":
             jobs = pack(args.sweep_dir, args.archive_dir)
-            print(f"packed {len(jobs)} finished jobs into {args.archive_dir}: {', '.join(jobs) or '-'}")
+            print(f"packed {len(jobs)} new or changed finished jobs into {args.archive_dir}: {', '.join(jobs) or '-'}")
         else:
             jobs = unpack(args.archive_dir, args.sweep_dir)
             print(f"restored {len(jobs)} jobs into {args.sweep_dir}: {', '.join(jobs)}")

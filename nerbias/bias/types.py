@@ -68,7 +68,8 @@ def parse_corpus_label(label: str) -> tuple[str, bool]:
 
 
 CORPUS_TITLES = {"winogender": "Winogender", "insitu": "In-Situ CoNLL-03", "census": "Census",
-                 "probes": "Paired probes (person vs place contexts)"}
+                 "probes": "Paired probes (person vs place contexts)",
+                 "winogender_oov": "Winogender, OOV name set", "insitu_oov": "In-Situ CoNLL-03, OOV name set"}
 
 
 def corpus_title(corpus: str, lowercase: bool = False) -> str:

@@ -4,18 +4,20 @@ then keeps (``tasks.finished_job``) instead of training them again.
 
 ``pack`` copies every job that finished training (its ``metrics.json`` holds ``test_f1``) and, in it,
 every finished bias evaluation (a folder with ``metrics.json``). It leaves out what is large or not
-ours to publish: checkpoints, ``*.conll`` (CoNLL-03 text, licensed), figures (``*.png``, drawn again by
-``report.py``). CSVs over ``GZIP_OVER`` bytes (the census labels) are stored gzip-compressed. Each job's
-``MANIFEST.sha256`` lists the sha256 of every file as the run wrote it (before compression), so
-``unpack`` checks every byte it restores.
+ours to publish: checkpoints, CoNLL-03 text (``*.conll``, ``test_predictions_spans.tsv``: licensed),
+figures (``*.png``, drawn again by ``report.py``). CSVs over ``COMPRESS_OVER`` bytes are stored
+xz-compressed; a census labels table (name, template, label rows, template after template) is stored wide,
+one row per name (``.wide.xz``: a tenth of the compressed long table). Each job's ``MANIFEST.sha256``
+lists the sha256 of every file as the run wrote it, so ``unpack`` checks every byte it restores, and
+``pack`` keeps the wide form only when it gives the same bytes back.
 """
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import logging
+import lzma
 import shutil
 from pathlib import Path
 from typing import Any, Iterator
@@ -28,9 +30,12 @@ from nerbias.fileio import RESOLVED_CONFIG, atomic_write_bytes
 log = logging.getLogger(__name__)
 
 MANIFEST = "MANIFEST.sha256"
-GZIP_OVER = 1 << 20          # bytes: larger CSVs are stored as <name>.gz
+COMPRESS_OVER = 1 << 16      # bytes: larger CSVs are stored as <name>.xz
+XZ, WIDE_XZ = ".xz", ".wide.xz"
 LEFT_OUT_DIRS = ("checkpoints", ".submitit", "wandb")
 LEFT_OUT_SUFFIXES = (".pt", ".conll", ".png", ".tmp")
+LEFT_OUT_NAMES = ("test_predictions_spans.tsv",)   # CoNLL-03 test spans with their text
+LONG_LABELS_HEADER = "name,template,label"
 
 
 def _sha256(data: bytes) -> str:
@@ -55,29 +60,76 @@ def _job_files(job: Path) -> Iterator[Path]:
         evaluation = job / Path(*relative.parts[:2]) if relative.parts[0] == "bias" and len(relative.parts) > 2 \
             else None
         if not path.is_file() or any(part in LEFT_OUT_DIRS for part in relative.parts) \
-                or path.suffix in LEFT_OUT_SUFFIXES or path.name == MANIFEST \
+                or path.suffix in LEFT_OUT_SUFFIXES or path.name in (MANIFEST, *LEFT_OUT_NAMES) \
                 or (evaluation is not None and not (evaluation / "metrics.json").is_file()):  # still running
             continue
         yield relative
 
 
+def wide_labels(data: bytes) -> bytes | None:
+    """A long census labels table as one row per name (``name,<template>,...``), or None when ``data`` is
+    not such a table (each template's block lists the same names in the same order)."""
+    lines = data.decode("utf-8").split("\n")
+    if lines[0] != LONG_LABELS_HEADER or lines[-1] != "" or len(lines) < 3:
+        return None
+    blocks: dict[str, list[str]] = {}
+    names: list[str] = []
+    for line in lines[1:-1]:
+        name, template, label = line.rsplit(",", 2)
+        if template not in blocks:
+            if blocks and len(blocks[next(reversed(blocks))]) != len(names):
+                return None
+            blocks[template] = []
+        if len(blocks) == 1:
+            names.append(name)
+        elif names[len(blocks[template])] != name:
+            return None
+        blocks[template].append(label)
+    if any(len(labels) != len(names) for labels in blocks.values()):
+        return None
+    header = ",".join(["name", *blocks])
+    rows = [",".join([name, *(labels[i] for labels in blocks.values())]) for i, name in enumerate(names)]
+    return ("\n".join([header, *rows]) + "\n").encode("utf-8")
+
+
+def long_labels(wide: bytes) -> bytes:
+    """The inverse of ``wide_labels``."""
+    header, *rows = wide.decode("utf-8").split("\n")[:-1]
+    templates = header.split(",")[1:]
+    split = [row.rsplit(",", len(templates)) for row in rows]
+    lines = [LONG_LABELS_HEADER] + [f"{cells[0]},{template},{cells[1 + k]}" for k, template in enumerate(templates)
+                                    for cells in split]
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def _stored_form(relative: Path, data: bytes) -> tuple[str, bytes]:
+    """(suffix, bytes) a file is archived as (see the module docstring)."""
+    if relative.suffix != ".csv" or len(data) <= COMPRESS_OVER:
+        return "", data
+    wide = wide_labels(data) if relative.name == "census_labels.csv" else None
+    if wide is not None and long_labels(wide) == data:
+        return WIDE_XZ, lzma.compress(wide, preset=9)
+    return XZ, lzma.compress(data, preset=9)
+
+
 def pack_job(job: Path, archive_job: Path) -> int:
     """Copy one finished job into ``archive_job`` (replaced whole, so a later pack with more evaluations
-    supersedes an earlier one); returns the number of files."""
+    supersedes an earlier one; left as it is when its manifest already lists the same files); returns the
+    number of files written, 0 when nothing changed."""
+    files = list(_job_files(job))
+    lines = [f"{_sha256((job / relative).read_bytes())}  {relative.as_posix()}" for relative in files]
+    manifest = "\n".join(lines) + "\n"
+    if (archive_job / MANIFEST).is_file() and (archive_job / MANIFEST).read_text(encoding="utf-8") == manifest:
+        return 0
     staging = archive_job.with_name(archive_job.name + ".packing")
     if staging.exists():
         shutil.rmtree(staging)
-    lines = []
-    for relative in _job_files(job):
-        data = (job / relative).read_bytes()
-        lines.append(f"{_sha256(data)}  {relative.as_posix()}")
-        target = staging / relative
+    for relative in files:
+        suffix, stored = _stored_form(relative, (job / relative).read_bytes())
+        target = staging / (relative.as_posix() + suffix)
         target.parent.mkdir(parents=True, exist_ok=True)
-        if relative.suffix == ".csv" and len(data) > GZIP_OVER:
-            target.with_name(target.name + ".gz").write_bytes(gzip.compress(data, mtime=0))
-        else:
-            target.write_bytes(data)
-    (staging / MANIFEST).write_text("\n".join(lines) + "\n", encoding="utf-8")
+        target.write_bytes(stored)
+    (staging / MANIFEST).write_text(manifest, encoding="utf-8")
     if archive_job.exists():
         shutil.rmtree(archive_job)
     staging.rename(archive_job)
@@ -85,7 +137,7 @@ def pack_job(job: Path, archive_job: Path) -> int:
 
 
 def pack(sweep_dir: str | Path, archive_dir: str | Path) -> list[str]:
-    """Pack every job of ``sweep_dir`` whose training finished; returns their names."""
+    """Pack every job of ``sweep_dir`` whose training finished; returns the names of those (re)written."""
     sweep_dir, archive_dir = Path(sweep_dir), Path(archive_dir)
     if not sweep_dir.is_dir():
         raise NerbiasError(f"{sweep_dir}: sweep directory not found")
@@ -93,9 +145,9 @@ def pack(sweep_dir: str | Path, archive_dir: str | Path) -> list[str]:
     for job in sorted(p for p in sweep_dir.iterdir() if p.is_dir()):
         if finished_training(job):
             archive_dir.mkdir(parents=True, exist_ok=True)
-            count = pack_job(job, archive_dir / job.name)
-            log.info("packed %s: %d files", job.name, count)
-            packed.append(job.name)
+            if pack_job(job, archive_dir / job.name):
+                log.info("packed %s", job.name)
+                packed.append(job.name)
     return packed
 
 
@@ -113,8 +165,8 @@ class PackEachFinishedJob(Callback):
         job = Path(config.hydra.runtime.output_dir)
         if job_return.status == JobStatus.COMPLETED and finished_training(job):
             self.archive_dir.mkdir(parents=True, exist_ok=True)
-            log.info("packed %s into %s: %d files", job.name, self.archive_dir,
-                     pack_job(job, self.archive_dir / job.name))
+            if pack_job(job, self.archive_dir / job.name):
+                log.info("packed %s into %s", job.name, self.archive_dir)
 
 
 def _manifest(archive_job: Path) -> list[tuple[str, Path]]:
@@ -132,16 +184,27 @@ def _manifest(archive_job: Path) -> list[tuple[str, Path]]:
 
 def stored_bytes(archive_job: Path, relative: Path, digest: str) -> bytes:
     """A file of a packed job as the run wrote it, checked against the manifest."""
-    plain, compressed = archive_job / relative, archive_job / (str(relative) + ".gz")
-    if plain.is_file():
-        data = plain.read_bytes()
-    elif compressed.is_file():
-        data = gzip.decompress(compressed.read_bytes())
-    else:
-        raise NerbiasError(f"{plain}: listed in {archive_job / MANIFEST} but missing")
+    plain = archive_job / relative
+    xz, wide = plain.with_name(plain.name + XZ), plain.with_name(plain.name + WIDE_XZ)
+    try:
+        if plain.is_file():
+            data = plain.read_bytes()
+        elif xz.is_file():
+            data = lzma.decompress(xz.read_bytes())
+        elif wide.is_file():
+            data = long_labels(lzma.decompress(wide.read_bytes()))
+        else:
+            raise NerbiasError(f"{plain}: listed in {archive_job / MANIFEST} but missing")
+    except (lzma.LZMAError, UnicodeDecodeError, IndexError) as error:
+        raise NerbiasError(f"{plain}: its stored copy cannot be read ({error})") from None
     if _sha256(data) != digest:
         raise NerbiasError(f"{plain}: content differs from {archive_job / MANIFEST} (damaged or edited)")
     return data
+
+
+def is_archive(path: str | Path) -> bool:
+    """Whether ``path`` holds packed jobs (folders with a manifest)."""
+    return Path(path).is_dir() and any((job / MANIFEST).is_file() for job in Path(path).iterdir())
 
 
 def unpack(archive_dir: str | Path, sweep_dir: str | Path) -> list[str]:
@@ -167,4 +230,5 @@ def unpack(archive_dir: str | Path, sweep_dir: str | Path) -> list[str]:
     return [job.name for job in jobs]
 
 
-__all__ = ["MANIFEST", "PackEachFinishedJob", "finished_training", "pack", "pack_job", "stored_bytes", "unpack"]
+__all__ = ["MANIFEST", "PackEachFinishedJob", "finished_training", "is_archive", "long_labels", "pack", "pack_job",
+           "stored_bytes", "unpack", "wide_labels"]

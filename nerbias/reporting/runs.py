@@ -32,7 +32,7 @@ from nerbias.bias.names import NameList, load_names
 from nerbias.bias.types import corpus_title, parse_corpus_label, partial_note, result_file_name
 from nerbias.data.debias_diagnostics import DIAGNOSTICS_FILE
 from nerbias.errors import DataFormatError, NerbiasError
-from nerbias.fileio import FILE_RECORD, RESOLVED_CONFIG, check_recorded_files, stored
+from nerbias.fileio import FILE_RECORD, RESOLVED_CONFIG, check_recorded_files
 from nerbias.loggers import read_offline_run
 from nerbias.reporting.uncertainty import NameTable
 
@@ -300,7 +300,7 @@ def load_run(path: str | Path) -> Run:
         raise NerbiasError(f"{path}: run directory not found")
     saved = read_metrics(path) if (path / "metrics.json").is_file() else None
     partial = partial_note(saved or {})  # a partial merge's files are per_name.partial.csv ...
-    files = {name: stored(path / result_file_name(name, ".csv", bool(partial))) for name in RUN_FILES}
+    files = {name: path / result_file_name(name, ".csv", bool(partial)) for name in RUN_FILES}
     files = {name: file for name, file in files.items() if file.is_file()}
     if "per_name" in files or "census_errors" in files:
         if saved is not None and FILE_RECORD in saved:  # what the run says it wrote (older runs lack it)

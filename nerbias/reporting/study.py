@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Any, Sequence
@@ -38,6 +39,7 @@ from nerbias.bias.types import corpus_label, corpus_title, parse_corpus_label
 from nerbias.errors import NerbiasError
 from nerbias.fileio import atomic_write_text, write_csv
 from nerbias.data.ambiguity import AmbiguityRule
+from nerbias.reporting.archive import is_archive, unpack
 from nerbias.reporting.debias_table import diagnostics_section
 from nerbias.reporting.place_names import (PLACE_RECALL, UNAMBIGUOUS_SUFFIX, WATCHED_NAMES, WATCHED_PREFIX,
                                            goal_frame, goal_section, place_recall_statistic, read_profile,
@@ -361,16 +363,23 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
               n_boot: int = 10000, census_boot: int = CENSUS_BOOT, seed: int = 0, ddof: int = 0,
               condition_key: str = "condition", confidence: float = DEFAULT_CONFIDENCE,
               floor_permutations: int = 1000, name_profile: str | Path | None = None,
-              ambiguity: AmbiguityRule = AmbiguityRule()) -> Path:
+              ambiguity: AmbiguityRule = AmbiguityRule(), sweep_name: str | None = None) -> Path:
     """Write ``study.md``, ``study_<corpus>.csv`` for every corpus the runs were evaluated on, ``claims.csv``
     (the Holm-adjusted family) and ``goal.csv``. ``name_profile`` (default: ``<sweep dir>/name_profile.csv``
-    when there is one) adds each names corpus scored without the names ``ambiguity`` marks."""
+    when there is one) adds each names corpus scored without the names ``ambiguity`` marks. A study archive
+    (``reporting.archive``) is read from a temporary copy restored from it."""
+    sweep_dir = Path(sweep_dir)
+    out = Path(output_dir) if output_dir else sweep_dir / "study"
+    if name_profile is None and (sweep_dir / "name_profile.csv").is_file():
+        name_profile = sweep_dir / "name_profile.csv"
+    if is_archive(sweep_dir):
+        with tempfile.TemporaryDirectory(prefix="study-") as restored:
+            unpack(sweep_dir, restored)
+            return run_study(restored, out, baseline, n_boot, census_boot, seed, ddof, condition_key, confidence,
+                             floor_permutations, name_profile, ambiguity, sweep_name or sweep_dir.name)
     study = find_study(sweep_dir, condition_key)
-    if name_profile is None and (Path(sweep_dir) / "name_profile.csv").is_file():
-        name_profile = Path(sweep_dir) / "name_profile.csv"
     profile = read_profile(name_profile) if name_profile else None
     titles: dict[str, str] = {}
-    out = Path(output_dir) if output_dir else Path(sweep_dir) / "study"
     if baseline not in study.runs:
         log.warning("no finished %s run: no differences", baseline)
     first = study.runs[next(iter(study.runs))][0]
@@ -378,7 +387,7 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
         if (first.path / "bias").is_dir() else []
     commits = sorted({c for rs in study.runs.values() for r in rs if (c := _run_commit(r.path))})
     lines = ["# Mitigation study", "",
-             f"Sweep: `{Path(sweep_dir).name}`" + (f", code at commit {', '.join(commits)}" if commits else "")
+             f"Sweep: `{sweep_name or sweep_dir.name}`" + (f", code at commit {', '.join(commits)}" if commits else "")
              + ". Finished runs: " + ", ".join(
                  f"{c} (seeds {','.join(str(r.seed) for r in rs)}; best epochs "
                  f"{','.join(str(r.best_epoch) if r.best_epoch is not None else '?' for r in rs)})"

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import gzip
 import json
+import lzma
 
 import pytest
 
 from nerbias.errors import NerbiasError
-from nerbias.reporting.archive import GZIP_OVER, MANIFEST, pack, unpack
+from nerbias.reporting.archive import COMPRESS_OVER, MANIFEST, long_labels, pack, unpack, wide_labels
 
 
 def _write(path, data: bytes | str) -> None:
@@ -24,11 +24,14 @@ def _sweep(root):
     _write(job / "metrics.json", json.dumps({"metrics": {"test_f1": 0.9}}))
     _write(job / "checkpoints" / "best.pt", b"\0" * 100)
     _write(job / "test_predictions.conll", "EU NNP B-NP B-ORG\n")
+    _write(job / "test_predictions_spans.tsv", "sentence\tstart\tend\tlabel\tconfidence\ttext\n0\t0\t1\tORG\t0.9\tEU\n")
+    _write(job / "census_errors.csv", "x\n" + "0.123456789\n" * COMPRESS_OVER)  # large, not a labels table
     _write(job / "bias" / "winogender" / "config_resolved.yaml", "corpus: winogender\n")
     _write(job / "bias" / "winogender" / "metrics.json", "{}")
     _write(job / "bias" / "winogender" / "per_name.csv", "name,group\nAlice,x\n")
     _write(job / "bias" / "winogender" / "accuracy.png", b"\x89PNG")
-    labels = "name,template,label\n" + "".join(f"N{i},{i % 9},PERSON\n" for i in range(GZIP_OVER // 10))
+    labels = "name,template,label\n" + "".join(f"N{i},{t},{'PERSON' if (i + t) % 3 else ''}\n"
+                                               for t in range(1, 10) for i in range(COMPRESS_OVER // 50))
     _write(job / "bias" / "census" / "config_resolved.yaml", "corpus: census\n")
     _write(job / "bias" / "census" / "metrics.json", "{}")
     _write(job / "bias" / "census" / "census_labels.csv", labels)
@@ -44,14 +47,14 @@ def test_pack_keeps_finished_results_and_leaves_out_checkpoints_conll_figures_an
     assert pack(tmp_path / "sweep", tmp_path / "archive") == ["baseline-seed1"]
     packed = tmp_path / "archive" / "baseline-seed1"
     files = sorted(str(p.relative_to(packed)) for p in packed.rglob("*") if p.is_file())
-    assert files == [".hydra/overrides.yaml", MANIFEST, "bias/census/census_labels.csv.gz",
+    assert files == [".hydra/overrides.yaml", MANIFEST, "bias/census/census_labels.csv.wide.xz",
                      "bias/census/config_resolved.yaml", "bias/census/metrics.json",
                      "bias/winogender/config_resolved.yaml", "bias/winogender/metrics.json",
-                     "bias/winogender/per_name.csv", "config_resolved.yaml", "metrics.json"]
-    assert gzip.decompress((packed / "bias/census/census_labels.csv.gz").read_bytes()) == \
-        (job / "bias/census/census_labels.csv").read_bytes()
-    size = (job / "bias/census/census_labels.csv").stat().st_size
-    assert (packed / "bias/census/census_labels.csv.gz").stat().st_size < size / 3
+                     "bias/winogender/per_name.csv", "census_errors.csv.xz", "config_resolved.yaml", "metrics.json"]
+    labels = (job / "bias/census/census_labels.csv").read_bytes()
+    wide = lzma.decompress((packed / "bias/census/census_labels.csv.wide.xz").read_bytes())
+    assert wide.startswith(b"name,1,2,3,4,5,6,7,8,9\nN0,PERSON,PERSON,,PERSON,") and long_labels(wide) == labels
+    assert lzma.decompress((packed / "census_errors.csv.xz").read_bytes()) == (job / "census_errors.csv").read_bytes()
 
 
 def test_unpack_restores_every_byte_and_a_rerun_pack_supersedes(tmp_path):
@@ -63,6 +66,7 @@ def test_unpack_restores_every_byte_and_a_rerun_pack_supersedes(tmp_path):
         assert (restored / name).read_bytes() == (job / name).read_bytes()
     assert not (restored / "checkpoints").exists() and not (restored / "bias" / "probes").exists()
     assert unpack(tmp_path / "archive", tmp_path / "restored")  # again: the same files are kept
+    assert pack(tmp_path / "sweep", tmp_path / "archive") == []  # nothing changed: nothing rewritten
     _write(job / "bias" / "probes" / "metrics.json", "{}")  # the evaluation finished since
     pack(tmp_path / "sweep", tmp_path / "archive")
     assert (tmp_path / "archive" / "baseline-seed1" / "bias" / "probes" / "per_name.csv").is_file()
@@ -84,22 +88,10 @@ def test_unpack_checks_every_byte_and_never_overwrites_other_results(tmp_path):
         unpack(tmp_path / "sweep", tmp_path / "fresh")
 
 
-def test_a_packed_evaluation_reads_as_the_run_with_its_compressed_labels_checked(tmp_path):
-    from nerbias.bias.census import ERROR_COLUMNS
-    from nerbias.fileio import FILE_RECORD, record_files
-    from nerbias.reporting.runs import load_run
-    job = _sweep(tmp_path / "sweep")
-    census = job / "bias" / "census"
-    _write(census / "census_errors.csv", "year,gender,template," + ",".join(ERROR_COLUMNS) + "\n"
-           + "1990,F,0," + ",".join("0.1" for _ in ERROR_COLUMNS) + "\n")
-    files = ("census_errors.csv", "census_labels.csv")
-    _write(census / "metrics.json", json.dumps({"metrics": {}, FILE_RECORD: record_files(
-        {name: census / name for name in files})}))
-    pack(tmp_path / "sweep", tmp_path / "archive")
-    packed = tmp_path / "archive" / "baseline-seed1" / "bias" / "census"
-    run, original = load_run(packed), load_run(census)
-    assert run.tables["census_labels"].equals(original.tables["census_labels"])
-    labels = packed / "census_labels.csv.gz"
-    labels.write_bytes(gzip.compress(gzip.decompress(labels.read_bytes()).replace(b"PERSON", b"LOC", 1)))
-    with pytest.raises(NerbiasError, match=r"census_labels.csv.gz: content differs from what the run wrote"):
-        load_run(packed)
+
+def test_only_a_labels_table_whose_templates_list_the_same_names_is_stored_wide():
+    table = b"name,template,label\nAda,1,PERSON\nBo,1,\nAda,2,LOC\nBo,2,PERSON\n"
+    assert wide_labels(table) == b"name,1,2\nAda,PERSON,LOC\nBo,,PERSON\n" and long_labels(wide_labels(table)) == table
+    assert wide_labels(b"name,template,label\nAda,1,PERSON\nBo,1,\nBo,2,LOC\nAda,2,PERSON\n") is None  # reordered
+    assert wide_labels(b"name,template,label\nAda,1,PERSON\nBo,1,\nAda,2,LOC\n") is None  # a name missing
+    assert wide_labels(b"name,group\nAda,x\n") is None

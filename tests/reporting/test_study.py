@@ -124,6 +124,12 @@ def test_census_gap_is_the_mean_over_templates_and_years_of_the_weighted_type1_e
     assert fixed["diff_low"] < fixed["diff"] < fixed["diff_high"]
     same = table.loc[("same", "female_male_type1_w_gap")]  # one draw of names for every condition
     assert (same["diff"], same["diff_low"], same["diff_high"]) == (0.0, 0.0, 0.0)
+    from nerbias.reporting.archive import pack  # the study read from its archive: the same tables
+    pack(tmp_path / "sweep", tmp_path / "archive")
+    run_study(tmp_path / "archive", tmp_path / "from_archive", n_boot=100, census_boot=200)
+    for name in ("study_census.csv", "study_winogender.csv", "claims.csv"):
+        assert (tmp_path / "from_archive" / name).read_bytes() == (tmp_path / "out" / name).read_bytes()
+    assert "Sweep: `archive`" in (tmp_path / "from_archive" / "study.md").read_text()
 
 
 def test_census_labels_that_do_not_reproduce_the_saved_errors_are_refused(tmp_path):
