@@ -193,6 +193,14 @@ def file_fingerprint(path: Any) -> str | None:
     return digest.hexdigest()
 
 
+def config_digest(resolved: Any) -> str:
+    """sha256 of a resolved config (a plain container), as ``config_resolved.yaml`` writes it: a finished
+    run's metrics.json records it, so a rerun knows which config those results belong to."""
+    import yaml
+
+    return hashlib.sha256(yaml.safe_dump(resolved, sort_keys=False).encode("utf-8")).hexdigest()
+
+
 def code_version() -> dict[str, Any]:
     """The git commit of the code that is running (and whether its tree had uncommitted changes), for
     the provenance of results; empty when the package is not in a git checkout or git is missing."""

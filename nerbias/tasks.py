@@ -35,7 +35,7 @@ from nerbias.data.ambiguity import AmbiguityRule, ambiguous_tokens
 from nerbias.data.conll import read_conll
 from nerbias.data.conll2003 import SPLIT_FILES
 from nerbias.errors import NerbiasError
-from nerbias.fileio import RESOLVED_CONFIG, atomic_write_text, check_writable, remove_orphans
+from nerbias.fileio import RESOLVED_CONFIG, atomic_write_text, check_writable, config_digest, remove_orphans
 from nerbias.loggers import NullLogger, build_logger, model_artifact_name
 from nerbias.models.bilstm_crf import MODEL_KEYS, TaggerConfig, WordCharEmbedder
 from nerbias.reporting.pipeline import render_run_report
@@ -220,6 +220,9 @@ def run_training(cfg: DictConfig, output_dir: str | Path) -> dict[str, float]:
     kept = finished_job(cfg, output_dir)
     if kept is not None:
         return kept
+    if (output_dir / "metrics.json").is_file() and not (output_dir / "checkpoints" / "last.pt").is_file():
+        log.warning("%s: results of a finished training but no checkpoint, and not all of this config's results "
+                    "are there: training again from scratch (same seed, same result)", output_dir)
     logger = _logger(cfg, output_dir)
     try:
         settings = {key: value for key, value in OmegaConf.to_container(cfg.trainer, resolve=True).items()
@@ -291,21 +294,25 @@ def current_config_text(saved: str) -> str:
 def finished_job(cfg: DictConfig, output_dir: Path) -> dict[str, Any] | None:
     """The metrics of a job already finished in ``output_dir`` with exactly this config, else None.
 
-    Finished means: ``trainer.resume=true``, the saved ``config_resolved.yaml`` equals this config,
-    training wrote its ``metrics.json`` (last, after scoring the best checkpoint) and every bias
-    evaluation (and the report, when one is asked for) is there with the same settings. Such a job
-    needs no checkpoint: a study restored from its archive (``scripts/study_archive.py``) skips its
-    finished jobs instead of training them again. Anything missing or set differently: None, and the
-    job runs (resuming from ``last.pt`` when there is one).
+    Finished means: ``trainer.resume=true``, training wrote its ``metrics.json`` (last, after scoring
+    the best checkpoint) for this very config (the config's sha256 it records; runs from before it did
+    are judged by ``config_resolved.yaml``, which every attempt rewrites), and every bias evaluation (and
+    the report, when one is asked for) is there with the same settings. Such a job needs no checkpoint:
+    a study restored from its archive (``scripts/study_archive.py``) skips its finished jobs instead of
+    training them again. Anything missing or set differently: None, and the job runs, resuming from
+    ``last.pt`` when there is one (a restored job has none: it trains again, to the same result).
     """
     if OmegaConf.select(cfg, "trainer.resume") not in (True, "true"):  # a path resumes from that checkpoint
         return None
     saved_config, saved_metrics = output_dir / RESOLVED_CONFIG, output_dir / "metrics.json"
     if not (saved_config.is_file() and saved_metrics.is_file()):
         return None
-    if yaml.safe_load(saved_config.read_text(encoding="utf-8")) != OmegaConf.to_container(cfg, resolve=True):
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    saved = json.loads(saved_metrics.read_text(encoding="utf-8"))
+    if saved.get("config_sha256", config_digest(yaml.safe_load(saved_config.read_text(encoding="utf-8")))) \
+            != config_digest(resolved):
         return None
-    metrics = dict(json.loads(saved_metrics.read_text(encoding="utf-8"))["metrics"])
+    metrics = dict(saved["metrics"])
     if cfg.get("bias_eval"):
         for label, eval_cfg in bias_evaluation_configs(cfg, output_dir / "checkpoints" / "best.pt"):
             resolved = yaml.safe_dump(OmegaConf.to_container(eval_cfg), sort_keys=False)

@@ -15,19 +15,21 @@ bash scripts/setup.sh
 sweep_dir="${SWEEP_DIR:-logs/train/mitigation_study}"
 # STUDY_ARCHIVE=<dir> (e.g. results/mitigation_study): its packed jobs are restored first (a rerun keeps
 # them without their checkpoints), and each job is packed there when it ends (scripts/study_archive.py).
-archive=()
+callback=()   # expanded as ${callback[@]+...}: bash before 4.4 calls an empty array unbound under set -u
 if [ -n "${STUDY_ARCHIVE:-}" ]; then
+  mkdir -p "$STUDY_ARCHIVE"
   if compgen -G "$STUDY_ARCHIVE/*/MANIFEST.sha256" > /dev/null; then
     .venv/bin/python scripts/study_archive.py unpack "$STUDY_ARCHIVE" "$sweep_dir"
   fi
-  archive=("+hydra.callbacks.study_archive._target_=nerbias.reporting.archive.PackEachFinishedJob"
-           "+hydra.callbacks.study_archive.archive_dir=$(realpath -m "$STUDY_ARCHIVE")")
+  callback=("+hydra.callbacks.study_archive._target_=nerbias.reporting.archive.PackEachFinishedJob"
+            "+hydra.callbacks.study_archive.archive_dir=$(cd "$STUDY_ARCHIVE" && pwd)")
 fi
-.venv/bin/python train.py -m experiment=mitigation_study "hydra.sweep.dir=$sweep_dir" "${archive[@]}" "$@"
+.venv/bin/python train.py -m experiment=mitigation_study "hydra.sweep.dir=$sweep_dir" ${callback[@]+"${callback[@]}"} "$@"
 if [ "${STUDY_ELMO:-1}" != 0 ]; then
   .venv/bin/python train.py experiment=mitigation_study_elmo seed=1 "hydra.run.dir=$sweep_dir/elmo-seed1" \
-    trainer.resume=true "$@"
+    trainer.resume=true ${callback[@]+"${callback[@]}"} "$@"
 fi
 # The evaluation names' ambiguity profile: the study scores each names corpus again without the ambiguous ones.
 .venv/bin/python -m nerbias.bias.name_profile --no-census -o "$sweep_dir/name_profile.csv"
+if [ -n "${STUDY_ARCHIVE:-}" ]; then cp "$sweep_dir/name_profile.csv" "$STUDY_ARCHIVE/"; fi
 .venv/bin/python aggregate.py --study "$sweep_dir"

@@ -1,7 +1,7 @@
 """Keep a study's results without its checkpoints (nerbias/reporting/archive.py), and bring them back.
 
     python scripts/study_archive.py pack <sweep dir> <archive dir>     # every job that finished training
-    python scripts/study_archive.py unpack <archive dir> <sweep dir>   # then rerun the sweep: finished jobs are kept
+    python scripts/study_archive.py unpack <archive dir> <sweep dir>   # the jobs it lacks; a rerun keeps them
 
 The archive is small enough to commit (results/mitigation_study/), and `aggregate.py --study` reads it as
 it reads a sweep directory. A sweep restored with `unpack` into the directory it was packed from (the bias
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"packed {len(jobs)} new or changed finished jobs into {args.archive_dir}: {', '.join(jobs) or '-'}")
         else:
             jobs = unpack(args.archive_dir, args.sweep_dir)
-            print(f"restored {len(jobs)} jobs into {args.sweep_dir}: {', '.join(jobs)}")
+            print(f"restored {len(jobs)} jobs into {args.sweep_dir}: {', '.join(jobs) or '-'}")
     except NerbiasError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -129,6 +129,16 @@ def test_a_finished_job_is_kept_without_its_checkpoints_only_when_every_part_is_
     assert len(expected) == 1 + 12 and finished_job(cfg, run_dir) == expected
     assert finished_job(compose_config("train", overrides[:-1]), run_dir) is None  # not resuming: train
     assert finished_job(compose_config("train", overrides[:2] + ["seed=2"] + overrides[3:]), run_dir) is None
+    from nerbias.fileio import config_digest
+    from omegaconf import OmegaConf
+    recorded = {"metrics": {"test_f1": 0.9}, "config_sha256": config_digest(OmegaConf.to_container(cfg, resolve=True))}
+    (run_dir / "metrics.json").write_text(json.dumps(recorded))
+    assert finished_job(cfg, run_dir) == expected  # the results say which config they belong to
+    stale = compose_config("train", overrides + ["trainer.max_epochs=20"])
+    (run_dir / "metrics.json").write_text(json.dumps({**recorded, "config_sha256": config_digest(
+        OmegaConf.to_container(stale, resolve=True))}))
+    assert finished_job(cfg, run_dir) is None  # finished under another config; this one was only started
+    (run_dir / "metrics.json").write_text(json.dumps(recorded))
     (run_dir / "bias" / "probes_lower" / "metrics.json").unlink()  # one evaluation missing: run the job
     assert finished_job(cfg, run_dir) is None
 
@@ -165,6 +175,8 @@ def test_a_sweep_packs_each_finished_job_and_a_restored_sweep_reruns_without_tra
     jobs = sorted(p.name for p in archive.iterdir())
     assert jobs == ["0", "1"] and all((archive / job / "MANIFEST.sha256").is_file() for job in jobs)
     metrics = {job: json.loads((sweep / job / "metrics.json").read_text()) for job in jobs}
+    again = run_script("scripts/study_archive.py", ["unpack", str(archive), str(sweep)])  # nothing lacking
+    assert again.returncode == 0 and "restored 0 jobs" in again.stdout, again.stderr
     shutil.rmtree(sweep)
     assert run_script("scripts/study_archive.py", ["unpack", str(archive), str(sweep)]).returncode == 0
     again = run_script("train.py", ["-m", *command], env={"OMP_NUM_THREADS": "1"})

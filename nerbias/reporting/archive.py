@@ -22,6 +22,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Iterator
 
+import yaml
 from hydra.experimental.callback import Callback
 
 from nerbias.errors import NerbiasError
@@ -74,15 +75,19 @@ def wide_labels(data: bytes) -> bytes | None:
         return None
     blocks: dict[str, list[str]] = {}
     names: list[str] = []
+    current = None
     for line in lines[1:-1]:
-        name, template, label = line.rsplit(",", 2)
-        if template not in blocks:
-            if blocks and len(blocks[next(reversed(blocks))]) != len(names):
-                return None
-            blocks[template] = []
+        cells = line.rsplit(",", 2)
+        if len(cells) != 3:
+            return None
+        name, template, label = cells
+        if template != current:
+            if template in blocks or (blocks and len(blocks[current]) != len(names)):
+                return None  # a template's rows not in one block, or a block shorter than the first
+            blocks[template], current = [], template
         if len(blocks) == 1:
             names.append(name)
-        elif names[len(blocks[template])] != name:
+        elif len(blocks[template]) >= len(names) or names[len(blocks[template])] != name:
             return None
         blocks[template].append(label)
     if any(len(labels) != len(names) for labels in blocks.values()):
@@ -116,16 +121,16 @@ def pack_job(job: Path, archive_job: Path) -> int:
     """Copy one finished job into ``archive_job`` (replaced whole, so a later pack with more evaluations
     supersedes an earlier one; left as it is when its manifest already lists the same files); returns the
     number of files written, 0 when nothing changed."""
-    files = list(_job_files(job))
-    lines = [f"{_sha256((job / relative).read_bytes())}  {relative.as_posix()}" for relative in files]
+    contents = {relative: (job / relative).read_bytes() for relative in _job_files(job)}  # read once: hashed
+    lines = [f"{_sha256(data)}  {relative.as_posix()}" for relative, data in contents.items()]  # = stored
     manifest = "\n".join(lines) + "\n"
     if (archive_job / MANIFEST).is_file() and (archive_job / MANIFEST).read_text(encoding="utf-8") == manifest:
         return 0
     staging = archive_job.with_name(archive_job.name + ".packing")
     if staging.exists():
         shutil.rmtree(staging)
-    for relative in files:
-        suffix, stored = _stored_form(relative, (job / relative).read_bytes())
+    for relative, data in contents.items():
+        suffix, stored = _stored_form(relative, data)
         target = staging / (relative.as_posix() + suffix)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(stored)
@@ -133,7 +138,7 @@ def pack_job(job: Path, archive_job: Path) -> int:
     if archive_job.exists():
         shutil.rmtree(archive_job)
     staging.rename(archive_job)
-    return len(lines)
+    return len(contents)
 
 
 def pack(sweep_dir: str | Path, archive_dir: str | Path) -> list[str]:
@@ -164,9 +169,11 @@ class PackEachFinishedJob(Callback):
 
         job = Path(config.hydra.runtime.output_dir)
         if job_return.status == JobStatus.COMPLETED and finished_training(job):
-            self.archive_dir.mkdir(parents=True, exist_ok=True)
-            if pack_job(job, self.archive_dir / job.name):
-                log.info("packed %s into %s", job.name, self.archive_dir)
+            try:  # silent when it works: the job's log file is still open, and packed already
+                self.archive_dir.mkdir(parents=True, exist_ok=True)
+                pack_job(job, self.archive_dir / job.name)
+            except (OSError, NerbiasError) as error:  # the sweep goes on; `study_archive.py pack` can redo it
+                log.warning("could not pack %s into %s: %s", job.name, self.archive_dir, error)
 
 
 def _manifest(archive_job: Path) -> list[tuple[str, Path]]:
@@ -207,28 +214,43 @@ def is_archive(path: str | Path) -> bool:
     return Path(path).is_dir() and any((job / MANIFEST).is_file() for job in Path(path).iterdir())
 
 
-def unpack(archive_dir: str | Path, sweep_dir: str | Path) -> list[str]:
-    """Restore every packed job into ``sweep_dir``. A file already there is kept when it is the same
-    and is an error when it differs (another run's results: nothing is overwritten)."""
+def packed_from(archive_job: Path) -> Path | None:
+    """The job folder a packed job was run in (its saved ``paths.output_dir``), when it says."""
+    for digest, relative in _manifest(archive_job):
+        if relative == Path(RESOLVED_CONFIG):
+            config = yaml.safe_load(stored_bytes(archive_job, relative, digest)) or {}
+            folder = (config.get("paths") or {}).get("output_dir") if isinstance(config, dict) else None
+            return Path(folder) if folder else None
+    return None
+
+
+def unpack(archive_dir: str | Path, sweep_dir: str | Path, check_origin: bool = True) -> list[str]:
+    """Restore the packed jobs that ``sweep_dir`` lacks; returns their names. A job folder already in
+    ``sweep_dir`` is left as it is (it may be further on than its packed copy). With ``check_origin``,
+    every job must go back to the folder it ran in: its bias evaluations' saved configs name its
+    checkpoint by that path, so elsewhere a rerun would not recognise it as finished and would train it
+    again. Everything is checked before anything is written."""
     archive_dir, sweep_dir = Path(archive_dir), Path(sweep_dir)
     jobs = sorted(p for p in archive_dir.iterdir() if (p / MANIFEST).is_file()) if archive_dir.is_dir() else []
     if not jobs:
         raise NerbiasError(f"{archive_dir}: no packed job (a folder with {MANIFEST})")
-    for archive_job in jobs:  # check everything before writing anything
+    missing = [job for job in jobs if not (sweep_dir / job.name).exists()]
+    for archive_job in missing:
+        origin = packed_from(archive_job) if check_origin else None
+        if origin is not None and origin.resolve() != (sweep_dir / archive_job.name).resolve():
+            raise NerbiasError(f"{archive_job}: ran in {origin}; unpack it into {origin.parent} (a job restored "
+                               "elsewhere is not recognised as finished and would be trained again)")
         for digest, relative in _manifest(archive_job):
-            target = sweep_dir / archive_job.name / relative
             stored_bytes(archive_job, relative, digest)
-            if target.is_file() and _sha256(target.read_bytes()) != digest:
-                raise NerbiasError(f"{target}: differs from the packed job in {archive_job}; not overwritten "
-                                   "(move the sweep directory aside, or unpack into another)")
-    for archive_job in jobs:
+    for archive_job in missing:
         for digest, relative in _manifest(archive_job):
-            target = sweep_dir / archive_job.name / relative
-            if not target.is_file():
-                atomic_write_bytes(target, stored_bytes(archive_job, relative, digest))
+            atomic_write_bytes(sweep_dir / archive_job.name / relative, stored_bytes(archive_job, relative, digest))
         log.info("restored %s", archive_job.name)
-    return [job.name for job in jobs]
+    kept = sorted(set(jobs) - set(missing))
+    if kept:
+        log.info("left as they are (already in %s): %s", sweep_dir, ", ".join(job.name for job in kept))
+    return [job.name for job in missing]
 
 
-__all__ = ["MANIFEST", "PackEachFinishedJob", "finished_training", "is_archive", "long_labels", "pack", "pack_job",
+__all__ = ["MANIFEST", "PackEachFinishedJob", "finished_training", "is_archive", "long_labels", "pack", "pack_job", "packed_from",
            "stored_bytes", "unpack", "wide_labels"]

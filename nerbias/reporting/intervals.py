@@ -87,6 +87,16 @@ def inflate(point: float, replicates: np.ndarray, names: int) -> np.ndarray:
     return point + small_sample_factor(names) * (np.asarray(replicates, dtype=np.float64) - point)
 
 
+def ratio_statistic(rec: np.ndarray, sen: np.ndarray, idx: np.ndarray, drawn: np.ndarray, seeds: tuple[int, ...],
+                     names: int, bounds: tuple[float, float] = (0.0, 1.0)) -> Statistic:
+    """Slot-weighted ratio (accuracy, recall) of the names ``idx`` per seed, from (seeds x names) counts
+    ``rec`` / ``sen``; its names part from each replicate's ``drawn`` names (B x names)."""
+    per_seed = rec[:, idx].sum(1) / sen[:, idx].sum(1)
+    point = float(per_seed.mean())
+    resampled = (rec[:, drawn].sum(-1) / sen[:, drawn].sum(-1)).mean(0)   # (B,): every seed on the drawn names
+    return Statistic(point, seeds, per_seed, inflate(point, resampled, names), names, bounds)
+
+
 class SeedNoise:
     """The random numbers of one study's intervals: a standard normal multiplier per (seed number,
     replicate), shared by every condition and figure, and one uniform per replicate from which every
@@ -284,4 +294,4 @@ def t_interval(values: Sequence[float], confidence: float) -> tuple[float, float
 
 __all__ = ["COVERS_BOTH", "COVERS_NAMES", "COVERS_SEEDS", "Interval", "ONE_SEED", "SeedNoise",
            "Statistic", "bias_corrected", "difference_covers", "difference_replicates", "gap_interval", "gap_of",
-           "group_accuracies", "inflate", "noise_floor", "replicates", "small_sample_factor", "t_interval", "welch_df"]
+           "group_accuracies", "inflate", "noise_floor", "ratio_statistic", "replicates", "small_sample_factor", "t_interval", "welch_df"]

@@ -3,7 +3,7 @@
 - ``place_recall_statistic``: LOCATION recall in the probes' place contexts (``corpus=probes``), all names
   pooled, with the same two-level interval as PERSON recall.
 - ``watched_name_statistics``: the accuracy of each watched name (``WATCHED_NAMES``: Sofia and Victoria,
-  tagged LOC in nearly every Winogender slot by the baseline), seed-only intervals.
+  tagged LOC in nearly every Winogender slot by the baseline) on every names corpus, seed-only intervals.
 - ``unambiguous_tables``: each condition's per-name table without the names the ambiguity rule marks
   (``name_profile.csv`` of ``python -m nerbias.bias.name_profile``): the study scores the groups again on
   the rest, so a gap that shrinks there is a place-name gap.
@@ -23,7 +23,7 @@ import pandas as pd
 from nerbias.data.ambiguity import AmbiguityRule
 from nerbias.errors import NerbiasError
 from nerbias.reporting.ambiguity import PROFILE_COLUMNS, name_features
-from nerbias.reporting.intervals import Statistic, inflate
+from nerbias.reporting.intervals import Statistic, ratio_statistic
 from nerbias.reporting.runs import read_table
 from nerbias.reporting.tables import markdown_table
 from nerbias.reporting.uncertainty import NameTable
@@ -43,11 +43,7 @@ def place_recall_statistic(table: NameTable, every: np.ndarray, drawn: np.ndarra
     """Pooled LOCATION recall in place contexts (slot-weighted), or None for a table without probes."""
     if "place_located" not in table.columns or "place_sentences" not in table.columns:
         return None
-    located, slots = table.values("place_located"), table.values("place_sentences")
-    per_seed = located[:, every].sum(1) / slots[:, every].sum(1)
-    point = float(per_seed.mean())
-    resampled = (located[:, drawn].sum(-1) / slots[:, drawn].sum(-1)).mean(0)
-    return Statistic(point, seeds, per_seed, inflate(point, resampled, names), names, (0.0, 1.0))
+    return ratio_statistic(table.values("place_located"), table.values("place_sentences"), every, drawn, seeds, names)
 
 
 def watched_name_statistics(table: NameTable, seeds: tuple[int, ...]) -> dict[str, Statistic]:
@@ -118,7 +114,9 @@ def _number(row: dict[str, Any] | None, key: str) -> float:
 
 def goal_frame(frames: dict[str, pd.DataFrame], baseline: str, gap_metric: str) -> pd.DataFrame:
     """Per condition: the four parts of issue 25's goal (``GOAL``) and whether each, and all, are met.
-    A part whose figure is missing (e.g. no probes) is not met."""
+    A part whose figure is missing (e.g. no probes) is not met. A condition whose bias-corrected gap is 0
+    or less has no ratio (``summary_frame`` draws none): its ratio is 0, met when the difference's interval
+    lies below 0."""
     winogender, probes = frames.get("winogender"), frames.get("probes")
     conditions = [c for c in dict.fromkeys(winogender["condition"]) if c != baseline] if winogender is not None else []
     rows = []
@@ -130,7 +128,11 @@ def goal_frame(frames: dict[str, pd.DataFrame], baseline: str, gap_metric: str) 
         row = {"condition": condition, "gap_ratio": _number(gap, "ratio"), "gap_ratio_high": _number(gap, "ratio_high"),
                "f1_diff": _number(f1, "diff"), "place_recall_diff": _number(place, "diff"),
                **{f"{WATCHED_PREFIX}{name}": value for name, value in zip(WATCHED_NAMES, watched)}}
-        row["gap_met"] = bool(row["gap_ratio"] <= GOAL["gap_ratio"] and row["gap_ratio_high"] < 1)
+        if math.isnan(row["gap_ratio"]) and _number(gap, "value") <= 0:  # the gap is gone: no ratio is drawn
+            row["gap_ratio"], row["gap_ratio_high"] = 0.0, math.nan
+            row["gap_met"] = bool(_number(gap, "diff_high") < 0)  # and the interval says it shrank
+        else:
+            row["gap_met"] = bool(row["gap_ratio"] <= GOAL["gap_ratio"] and row["gap_ratio_high"] < 1)
         row["f1_met"] = bool(row["f1_diff"] >= -GOAL["f1_cost"])
         row["place_met"] = bool(row["place_recall_diff"] >= -GOAL["place_recall_drop"])
         row["watched_met"] = bool(all(value >= GOAL["watched_accuracy"] for value in watched))
@@ -148,7 +150,8 @@ def goal_section(goal: pd.DataFrame, baseline: str) -> list[str]:
 
     shown = pd.DataFrame({
         "condition": goal["condition"],
-        "gap ratio [high]": [mark(r["gap_ratio"], r["gap_met"], f"{r['gap_ratio']:.2f} [{r['gap_ratio_high']:.2f}]")
+        "gap ratio [high]": [mark(r["gap_ratio"], r["gap_met"], f"{r['gap_ratio']:.2f} [{r['gap_ratio_high']:.2f}]"
+                                  if not math.isnan(r["gap_ratio_high"]) else "0 (gap closed)")
                              for r in goal.to_dict("records")],
         "CoNLL F1 diff": [mark(r["f1_diff"], r["f1_met"], f"{r['f1_diff']:+.4f}") for r in goal.to_dict("records")],
         "place recall diff": [mark(r["place_recall_diff"], r["place_met"], f"{r['place_recall_diff']:+.3f}")

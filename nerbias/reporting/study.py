@@ -49,7 +49,8 @@ from nerbias.reporting.study_runs import (CONLL_METRICS, Figures, Study, StudyRu
                                           find_study, seed_ids)
 from nerbias.reporting.tables import markdown_table
 from nerbias.reporting.intervals import (COVERS_NAMES, ONE_SEED, Interval, SeedNoise, Statistic, difference_covers,
-                                         difference_replicates, gap_interval, inflate, noise_floor, replicates)
+                                         difference_replicates, gap_interval, inflate, noise_floor, ratio_statistic,
+                                         replicates)
 from nerbias.reporting.uncertainty import DEFAULT_CONFIDENCE, NameTable, holm
 
 log = logging.getLogger(__name__)
@@ -62,15 +63,6 @@ OOV_SUFFIX = "_oov"  # the OOV name set's evaluations: bias_eval.corpora.<corpus
 
 
 
-def _ratio_statistic(rec: np.ndarray, sen: np.ndarray, idx: np.ndarray, drawn: np.ndarray, seeds: tuple[int, ...],
-                     names: int, bounds: tuple[float, float] = (0.0, 1.0)) -> Statistic:
-    """Slot-weighted accuracy of the names ``idx`` per seed; names part from the ``drawn`` names."""
-    per_seed = rec[:, idx].sum(1) / sen[:, idx].sum(1)
-    point = float(per_seed.mean())
-    resampled = (rec[:, drawn].sum(-1) / sen[:, drawn].sum(-1)).mean(0)   # (B,): every seed on the drawn names
-    return Statistic(point, seeds, per_seed, inflate(point, resampled, names), names, bounds)
-
-
 def _name_statistics(table: NameTable, members: dict[str, np.ndarray], draws: dict[str, np.ndarray],
                      seeds: tuple[int, ...], ddof: int, floor_permutations: int, seed: int) -> Figures:
     """Group accuracies, ALL, female and male, OOV and the median-confidence spread of one condition."""
@@ -79,7 +71,7 @@ def _name_statistics(table: NameTable, members: dict[str, np.ndarray], draws: di
     size = int(min(len(idx) for idx in members.values()))               # names per group, for the small-sample factor
     pooled: dict[str, list[str]] = {"ALL": list(members), "Female": [], "Male": []}
     for group, idx in members.items():
-        out.add(group, _ratio_statistic(rec, sen, idx, draws[group], seeds, len(idx)))
+        out.add(group, ratio_statistic(rec, sen, idx, draws[group], seeds, len(idx)))
         gender = "Female" if group.endswith("Female") else "Male" if group.endswith("Male") else None
         if gender:
             pooled[gender].append(group)
@@ -87,7 +79,7 @@ def _name_statistics(table: NameTable, members: dict[str, np.ndarray], draws: di
         if groups:
             idx = np.concatenate([members[g] for g in groups])
             drawn = np.concatenate([draws[g] for g in groups], axis=1)
-            out.add(key, _ratio_statistic(rec, sen, idx, drawn, seeds, size))
+            out.add(key, ratio_statistic(rec, sen, idx, drawn, seeds, size))
     if "Female" in out.statistics and "Male" in out.statistics:
         female, male = out.statistics["Female"], out.statistics["Male"]
         out.add("female_male_gap", Statistic(female.point - male.point, seeds, female.seed_values - male.seed_values,
@@ -97,7 +89,7 @@ def _name_statistics(table: NameTable, members: dict[str, np.ndarray], draws: di
         excess = table.values(PERSON_PROBABILITY) * sen - rec
         for group, idx in {**members, "ALL": np.concatenate(list(members.values()))}.items():
             drawn = draws[group] if group in draws else np.concatenate([draws[g] for g in members], axis=1)
-            out.add(CALIBRATION_PREFIX + group, _ratio_statistic(excess, sen, idx, drawn, seeds,
+            out.add(CALIBRATION_PREFIX + group, ratio_statistic(excess, sen, idx, drawn, seeds,
                                                                  len(idx) if group in members else size, (-1.0, 1.0)))
     every, all_draws = np.concatenate(list(members.values())), np.concatenate([draws[g] for g in members], axis=1)
     place = place_recall_statistic(table, every, all_draws, seeds, size)
@@ -374,7 +366,7 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
         name_profile = sweep_dir / "name_profile.csv"
     if is_archive(sweep_dir):
         with tempfile.TemporaryDirectory(prefix="study-") as restored:
-            unpack(sweep_dir, restored)
+            unpack(sweep_dir, restored, check_origin=False)  # read only: no rerun will look for them
             return run_study(restored, out, baseline, n_boot, census_boot, seed, ddof, condition_key, confidence,
                              floor_permutations, name_profile, ambiguity, sweep_name or sweep_dir.name)
     study = find_study(sweep_dir, condition_key)

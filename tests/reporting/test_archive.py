@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import lzma
+import shutil
 
 import pytest
 
@@ -65,20 +66,20 @@ def test_unpack_restores_every_byte_and_a_rerun_pack_supersedes(tmp_path):
     for name in ("metrics.json", "bias/census/census_labels.csv", "bias/winogender/per_name.csv"):
         assert (restored / name).read_bytes() == (job / name).read_bytes()
     assert not (restored / "checkpoints").exists() and not (restored / "bias" / "probes").exists()
-    assert unpack(tmp_path / "archive", tmp_path / "restored")  # again: the same files are kept
+    assert unpack(tmp_path / "archive", tmp_path / "restored") == []  # again: nothing lacking, nothing written
     assert pack(tmp_path / "sweep", tmp_path / "archive") == []  # nothing changed: nothing rewritten
     _write(job / "bias" / "probes" / "metrics.json", "{}")  # the evaluation finished since
     pack(tmp_path / "sweep", tmp_path / "archive")
     assert (tmp_path / "archive" / "baseline-seed1" / "bias" / "probes" / "per_name.csv").is_file()
 
 
-def test_unpack_checks_every_byte_and_never_overwrites_other_results(tmp_path):
+def test_unpack_checks_every_byte_and_leaves_jobs_already_in_the_sweep_as_they_are(tmp_path):
     _sweep(tmp_path / "sweep")
     pack(tmp_path / "sweep", tmp_path / "archive")
-    _write(tmp_path / "other" / "baseline-seed1" / "metrics.json", json.dumps({"metrics": {"test_f1": 0.5}}))
-    with pytest.raises(NerbiasError, match=r"other/baseline-seed1/metrics.json: differs from the packed job"):
-        unpack(tmp_path / "archive", tmp_path / "other")
-    assert sorted(p.name for p in (tmp_path / "other" / "baseline-seed1").iterdir()) == ["metrics.json"]
+    further = tmp_path / "other" / "baseline-seed1" / "metrics.json"  # e.g. its log grew since it was packed
+    _write(further, json.dumps({"metrics": {"test_f1": 0.5}}))
+    assert unpack(tmp_path / "archive", tmp_path / "other") == []
+    assert sorted(p.name for p in further.parent.iterdir()) == ["metrics.json"] and "0.5" in further.read_text()
     stored = tmp_path / "archive" / "baseline-seed1" / "bias" / "winogender" / "per_name.csv"
     stored.write_text("name,group\nBob,x\n")
     with pytest.raises(NerbiasError, match=r"per_name.csv: content differs from .*MANIFEST.sha256"):
@@ -88,6 +89,17 @@ def test_unpack_checks_every_byte_and_never_overwrites_other_results(tmp_path):
         unpack(tmp_path / "sweep", tmp_path / "fresh")
 
 
+def test_a_job_goes_back_only_to_the_folder_it_ran_in_unless_it_is_only_read(tmp_path):
+    job = _sweep(tmp_path / "sweep")
+    _write(job / "config_resolved.yaml", f"seed: 1\npaths:\n  output_dir: {job}\n")
+    pack(tmp_path / "sweep", tmp_path / "archive")
+    with pytest.raises(NerbiasError, match=rf"ran in {job}; unpack it into {tmp_path / 'sweep'}"):
+        unpack(tmp_path / "archive", tmp_path / "elsewhere")
+    assert not (tmp_path / "elsewhere").exists()
+    assert unpack(tmp_path / "archive", tmp_path / "elsewhere", check_origin=False) == ["baseline-seed1"]
+    shutil.rmtree(tmp_path / "sweep")
+    assert unpack(tmp_path / "archive", tmp_path / "sweep") == ["baseline-seed1"]
+
 
 def test_only_a_labels_table_whose_templates_list_the_same_names_is_stored_wide():
     table = b"name,template,label\nAda,1,PERSON\nBo,1,\nAda,2,LOC\nBo,2,PERSON\n"
@@ -95,3 +107,7 @@ def test_only_a_labels_table_whose_templates_list_the_same_names_is_stored_wide(
     assert wide_labels(b"name,template,label\nAda,1,PERSON\nBo,1,\nBo,2,LOC\nAda,2,PERSON\n") is None  # reordered
     assert wide_labels(b"name,template,label\nAda,1,PERSON\nBo,1,\nAda,2,LOC\n") is None  # a name missing
     assert wide_labels(b"name,group\nAda,x\n") is None
+    for malformed in (b"name,template,label\nAda,1,PERSON\nAda,2,LOC\nBo,2,PERSON\n",  # a longer later block
+                      b"name,template,label\nAda,1,PERSON\nAda,2,LOC\nAda,1,PERSON\n",  # a template again
+                      b"name,template,label\nAda\n"):                                    # a short line
+        assert wide_labels(malformed) is None

@@ -91,6 +91,13 @@ def test_goal_needs_every_part_and_the_gap_ratio_interval_below_one():
     for spoiled in (frames(1.1, -0.004, -0.01, 0.92), frames(0.9, -0.006, -0.01, 0.92),
                     frames(0.9, -0.004, -0.03, 0.92), frames(0.9, -0.004, -0.01, 0.89)):
         assert goal_frame(spoiled, "baseline", "best_worst_gap")["met"].tolist() == [False]
+    closed = frames(0.9, -0.004, -0.01, 0.92)  # a corrected gap of 0 or less has no ratio: judged by the diff
+    closed["winogender"].loc[closed["winogender"]["metric"] == "best_worst_gap", ["ratio", "ratio_high"]] = np.nan
+    closed["winogender"].loc[closed["winogender"]["metric"] == "best_worst_gap", ["value", "diff_high"]] = [-0.01, -0.05]
+    row = goal_frame(closed, "baseline", "best_worst_gap").iloc[0]
+    assert row["gap_ratio"] == 0 and row["gap_met"] and row["met"]
+    closed["winogender"].loc[closed["winogender"]["metric"] == "best_worst_gap", "diff_high"] = 0.02
+    assert not goal_frame(closed, "baseline", "best_worst_gap")["gap_met"].iloc[0]
     no_probes = frames(0.9, -0.004, -0.01, 0.92)
     del no_probes["probes"]
     assert goal_frame(no_probes, "baseline", "best_worst_gap")["place_met"].tolist() == [False]  # unmeasured
