@@ -165,7 +165,9 @@ def goal_section(goal: pd.DataFrame, baseline: str) -> list[str]:
             f"at most {GOAL['f1_cost'] * 100:g} points; LOCATION recall in the probes' place contexts down at most "
             f"{GOAL['place_recall_drop'] * 100:g} points; {' and '.join(WATCHED_NAMES)} each recognised in at least "
             f"{GOAL['watched_accuracy']:.0%} of their Winogender person slots (mean over seeds). "
-            "Point estimates except where an interval is named.", "", markdown_table(shown), ""]
+            "Point estimates except where an interval is named; the ratio's interval, like every gap's, covers "
+            "less than 95 % when names that are also places weigh on the groups (docs/mitigation-study.md).", "",
+            markdown_table(shown), ""]
 
 
 __all__ = ["GOAL", "PLACE_RECALL", "UNAMBIGUOUS_SUFFIX", "WATCHED_NAMES", "WATCHED_PREFIX", "ambiguous_names",
