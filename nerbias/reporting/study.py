@@ -304,7 +304,9 @@ def corpus_section(frame: pd.DataFrame, title: str, baseline: str | None) -> lis
 
 
 def claims_family(frames: dict[str, pd.DataFrame], baseline: str, alpha: float) -> pd.DataFrame:
-    """The declared family (``HEADLINE``) of differences from the baseline, Holm-adjusted.
+    """The declared family (``HEADLINE``) of differences from the baseline, Holm-adjusted. Only differences
+    whose interval covers the seeds (at least 2 seeds on each side) are claims; from one seed it covers the
+    names only and says nothing of another training run.
 
     Adds ``p_holm`` and ``holds`` to the rows of ``frames`` in place and returns the family."""
     rows = []
@@ -317,8 +319,9 @@ def claims_family(frames: dict[str, pd.DataFrame], baseline: str, alpha: float) 
             conll_done = True
         if "p_value" not in frame:
             continue
-        for index, row in frame.iterrows():
-            if row["condition"] != baseline and row["metric"] in wanted and not pd.isna(row["p_value"]):
+        for index, row in frame.iterrows():  # a difference from one seed a side covers the names only: no claim
+            if row["condition"] != baseline and row["metric"] in wanted and not pd.isna(row["p_value"]) \
+                    and row.get("diff_covers") != COVERS_NAMES:
                 rows.append({"corpus": label, "index": index, "condition": row["condition"], "metric": row["metric"],
                              "diff": row["diff"], "diff_low": row["diff_low"], "diff_high": row["diff_high"],
                              "diff_covers": row["diff_covers"], "p_value": row["p_value"]})
@@ -337,7 +340,8 @@ def claims_family(frames: dict[str, pd.DataFrame], baseline: str, alpha: float) 
 
 def claims_section(family: pd.DataFrame, alpha: float) -> list[str]:
     if not len(family):
-        return []
+        return ["## Claims", "", "None: a claim needs at least 2 seeds in the condition and in the baseline (from "
+                "one seed a difference's interval covers the names only).", ""]
     shown = family.copy()
     shown["difference"] = [_cell(r, "diff", 3) for r in shown.to_dict("records")]
     shown["p"] = shown["p_value"].map(lambda p: f"{p:.2g}")
@@ -347,7 +351,8 @@ def claims_section(family: pd.DataFrame, alpha: float) -> list[str]:
     return ["## Claims", "",
             "The family: each condition's difference from the baseline in "
             f"{', '.join(sorted({m for v in HEADLINE.values() for m in v}))} "
-            f"on the cased corpora ({len(family)} comparisons). Two-sided p-values invert the intervals above; "
+            f"on the cased corpora, with at least 2 seeds on each side ({len(family)} comparisons). Two-sided "
+            "p-values invert the intervals above; "
             f"Holm's step-down adjustment keeps the family-wise error at {alpha:g}. Only the rows marked "
             "*holds* are claims.", "",
             markdown_table(shown[["condition", "corpus", "metric", "difference", "p", "p (Holm)", "verdict"]]), ""]

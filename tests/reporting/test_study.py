@@ -164,3 +164,17 @@ def test_aggregate_study_command_writes_the_tables_and_fails_clearly(tmp_path, c
     (tmp_path / "empty").mkdir()
     assert main(["--study", str(tmp_path / "empty")]) == 2
     assert "no finished run" in capsys.readouterr().err
+
+
+def test_one_seed_a_side_makes_no_claim(tmp_path):
+    """From one seed a difference's interval covers the names only: it says nothing of another training run."""
+    write_run(tmp_path, "baseline", 1, BASE, 0.90)
+    write_run(tmp_path, "names", 1, {**BASE, "Aisha": 10, "Ebony": 10}, 0.95)
+    run_study(tmp_path, tmp_path / "out", n_boot=200)
+    assert pd.read_csv(tmp_path / "out" / "claims.csv").empty
+    assert "None: a claim needs at least 2 seeds" in (tmp_path / "out" / "study.md").read_text()
+    write_run(tmp_path, "baseline", 2, BASE, 0.90)
+    write_run(tmp_path, "names", 2, {**BASE, "Aisha": 10, "Ebony": 10}, 0.95)
+    run_study(tmp_path, tmp_path / "out2", n_boot=200)
+    claims = pd.read_csv(tmp_path / "out2" / "claims.csv")
+    assert set(claims["metric"]) == {"ALL", "female_male_gap", "test_f1"} and (claims["diff_covers"] != "names").all()
