@@ -1,0 +1,81 @@
+"""Restate the first sweep's claims about the rerun conditions (issue 22) from a new study's tables.
+
+    python aggregate.py --study results/mitigation_study -o <study dir>
+    python scripts/restate_claims.py <study dir>
+
+For each claim the first sweep made about `baseline`, `debias` or `mask` (README of commit 8e55d88, with
+its old intervals), prints the same figure from `<study dir>/study_<corpus>.csv` (mean over the seeds there,
+with the interval and what it covers) and its verdict: *holds* or *does not hold* after Holm's adjustment
+when the difference is in the claims family (`claims.csv`); *no claim* for a figure that is not (the
+best - worst gap, a level, a difference from one seed a side). Beside `debias`, the normalise-only control
+`normalize` is shown for the same figure: the part of a de-biasing effect that normalising alone gives.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+# (corpus label, metric, condition, column: value | diff, the first sweep's claim)
+OLD_CLAIMS = [
+    ("winogender", "test_f1", "debias", "diff", "CoNLL F1 -0.013 [-0.015, -0.011]"),
+    ("winogender", "test_f1", "normalize", "diff", "(control: not in the first sweep)"),
+    ("winogender", "ALL", "debias", "diff", "Winogender ALL -0.024 [-0.045, -0.007]"),
+    ("winogender", "ALL", "normalize", "diff", "(control)"),
+    ("winogender", "best_worst_gap", "debias", "diff", "Winogender best - worst +0.016 [-0.020, 0.120]"),
+    ("insitu", "best_worst_gap", "debias", "diff", "In-Situ best - worst +0.008 [-0.022, 0.110]"),
+    ("census", "female_male_type1_w_gap", "debias", "diff", "census female - male type-1 -0.005 [-0.053, 0.047]"),
+    ("census", "female_male_type1_w_gap", "normalize", "diff", "(control)"),
+    ("winogender", "OOV", "mask", "diff", "Winogender OOV (Syedtiastephen) -0.273 [-0.417, -0.129]"),
+    ("winogender_oov", "ALL", "mask", "diff", "(the OOV name set: not in the first sweep)"),
+    ("insitu", "OOV", "mask", "diff", "In-Situ OOV (Syedtiastephen) -0.143 [-0.184, -0.113]"),
+    ("insitu_oov", "ALL", "mask", "diff", "(the OOV name set)"),
+    ("census", "female_type1_w", "mask", "diff", "census female type-1 +0.027 [0.005, 0.057]"),
+    ("winogender", "best_worst_gap", "mask", "diff", "Winogender best - worst +0.026 [-0.038, 0.144]"),
+    ("winogender", "best_worst_gap", "baseline", "value", "baseline Winogender best - worst 0.157 [0.086, 0.359]"),
+    ("winogender", "Hispanic Female", "baseline", "value", "Hispanic groups 0.79-0.88 in every condition"),
+]
+
+
+def cell(row: pd.Series, column: str) -> str:
+    value, low, high = row.get(column), row.get(f"{column}_low"), row.get(f"{column}_high")
+    if column == "value":
+        low, high = row.get("ci_low"), row.get("ci_high")
+    covers = row.get("diff_covers" if column == "diff" else "ci_covers")
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if low is None or (isinstance(low, float) and math.isnan(low)):
+        return f"{value:+.3f} ({covers})" if column == "diff" else f"{value:.3f} ({covers})"
+    return (f"{value:+.3f} [{low:.3f}, {high:.3f}] ({covers})" if column == "diff"
+            else f"{value:.3f} [{low:.3f}, {high:.3f}] ({covers})")
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print(__doc__, file=sys.stderr)
+        return 2
+    folder = Path(argv[0])
+    claims = pd.read_csv(folder / "claims.csv")
+    print("| first sweep's claim | condition | seeds | now | verdict |")
+    print("|---|---|---|---|---|")
+    for corpus, metric, condition, column, old in OLD_CLAIMS:
+        table = pd.read_csv(folder / f"study_{corpus}.csv")
+        rows = table[(table["condition"] == condition) & (table["metric"] == metric)]
+        if rows.empty:
+            print(f"| {old} | {condition} | – | not in this study | – |")
+            continue
+        row = rows.iloc[0]
+        claim = claims[(claims["corpus"] == corpus) & (claims["condition"] == condition) & (claims["metric"] == metric)]
+        verdict = "no claim"
+        if len(claim) and column == "diff":
+            held = claim.iloc[0]
+            verdict = f"{'holds' if bool(held['holds']) else 'does not hold'} (Holm p {held['p_holm']:.2g})"
+        print(f"| {old} | {condition} | {row['seeds']} | {metric}: {cell(row, column)} | {verdict} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
