@@ -63,7 +63,8 @@ def test_a_saved_config_of_the_evaluate_functions_reads_as_the_same_evaluation(t
     """Bias evaluations finished before corpora were benchmark classes saved ``corpus.evaluate`` (a partial of
     a function); a resumed training run keeps them (tasks._finished_evaluation), and only them."""
     legacy = {"NameSubstitutionBenchmark": "nerbias.bias.runner.evaluate_names",
-              "CensusBenchmark": "nerbias.bias.runner.evaluate_census"}
+              "CensusBenchmark": "nerbias.bias.runner.evaluate_census",
+              "ProbesBenchmark": "nerbias.bias.runner.evaluate_probes"}
     cfg = compose_config("train", ["experiment=mitigation_study", "logger=none", f"paths.output_dir={tmp_path}"])
     runs = tasks.bias_evaluation_configs(cfg, tmp_path / "best.pt")
     assert {label for label, _ in runs} >= {"winogender", "insitu_lower", "census"}
