@@ -43,7 +43,7 @@ def parse_years(text: str | None) -> list[int] | None:
 
 def check_arguments(args: argparse.Namespace) -> None:
     """Every option's value, before any file is read or written (one line each, exit 2)."""
-    from nerbias.reporting.report import REPORT_RULES  # the rules ReportOptions states for these options
+    from nerbias.reporting.options import REPORT_RULES  # the rules ReportOptions states for these options
 
     for key, rule in REPORT_RULES.items():
         value = getattr(args, key)
@@ -53,8 +53,7 @@ def check_arguments(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from nerbias.reporting.census_uncertainty import CENSUS_N_BOOT
-    from nerbias.reporting.uncertainty import DEFAULT_CONFIDENCE, DEFAULT_N_BOOT, DEFAULT_N_PERMUTATIONS
+    from nerbias.reporting.options import CENSUS_N_BOOT, DEFAULT_CONFIDENCE, DEFAULT_N_BOOT, DEFAULT_N_PERMUTATIONS
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dirs", nargs="+", help="evaluate.py run directories (seeds of one model, or census runs)")

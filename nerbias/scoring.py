@@ -14,8 +14,6 @@ from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
-from seqeval.metrics import classification_report
-from seqeval.scheme import IOBES
 
 from nerbias.data.batching import bioes_tags
 from nerbias.data.conll import Sentence, lowercased, write_conll
@@ -30,6 +28,10 @@ log = logging.getLogger(__name__)
 
 def entity_scores(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]) -> dict[str, float]:
     """``{"precision", "recall", "f1", "f1_PER", ...}`` as fractions in [0, 1] (BIOES input)."""
+    # seqeval imports scikit-learn (0.9 s): paid by the runs that score CoNLL-03, not by every evaluation
+    from seqeval.metrics import classification_report
+    from seqeval.scheme import IOBES
+
     report = classification_report(
         [list(s) for s in gold], [list(s) for s in predicted], mode="strict", scheme=IOBES,
         output_dict=True, zero_division=0,

@@ -38,8 +38,7 @@ from nerbias.errors import NerbiasError
 from nerbias.fileio import RESOLVED_CONFIG, atomic_write_text, check_writable, config_digest, remove_orphans
 from nerbias.loggers import NullLogger, build_logger, model_artifact_name
 from nerbias.models.bilstm_crf import MODEL_KEYS, TaggerConfig, WordCharEmbedder
-from nerbias.reporting.pipeline import render_run_report
-from nerbias.reporting.report import ReportOptions
+from nerbias.reporting.options import ReportOptions
 from nerbias.training.augment import DEFAULT_ADVERSARIAL_CONTEXT, Augmentation
 from nerbias.training.build import build_tagger
 from nerbias.training.trainer import DATA_KEYS, TRAINER_KEYS, Trainer, TrainerSettings, load_data, release_memory
@@ -258,6 +257,8 @@ def run_training(cfg: DictConfig, output_dir: str | Path) -> dict[str, float]:
                     release_memory()
                 bias_dirs.append(run_dir)
             if cfg.bias_eval.get("report"):
+                from nerbias.reporting.pipeline import render_run_report  # scipy and matplotlib: only when used
+
                 options = ReportOptions(**OmegaConf.to_container(cfg.bias_eval.report, resolve=True))
                 report = render_run_report(output_dir, bias_dirs, options, checkpoint=checkpoint)
                 logger.artifact("paper-report", "report", report)

@@ -3,7 +3,7 @@
 # GloVe 6B 50d (seeds 1-5 for each, seeds outermost), evaluate each best checkpoint on Winogender, In-Situ,
 # the census (held-out names), the OOV name set and the paired probes, cased and lower-cased, then write
 # <sweep dir>/study/study.md: one table per corpus with intervals and paired differences from the baseline.
-#   bash scripts/mitigation_study.sh                  # 45 jobs, one at a time: many hours on 2 CPU cores
+#   bash scripts/mitigation_study.sh                  # 50 jobs, one at a time: many hours on 2 CPU cores
 #   bash scripts/mitigation_study.sh logger=none      # extra arguments are Hydra overrides for every job
 # Then the ELMo-style model, trained to convergence and evaluated the same way, joins the tables as
 # condition "elmo" (experiment=mitigation_study_elmo; 3.0-3.6 min an epoch; STUDY_ELMO=0 skips it).

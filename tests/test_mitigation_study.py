@@ -25,6 +25,7 @@ CONDITIONS = {  # condition -> (embeddings.debias, augment.lowercase, augment.na
     "combined": ("hard", 1.0, 0.5, 0.25, None, 0.0, "ssa_train_half"),
     "adversarial": (None, 0.0, 0.0, 0.0, None, 0.25, "ssa_train_half"),
     "ambiguous_names": (None, 0.0, 0.5, 0.0, None, 0.0, "ambiguous"),
+    "context": (None, 0.0, 0.5, 0.0, None, 0.25, "ambiguous"),
 }
 
 

@@ -29,12 +29,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
-from gensim.models import KeyedVectors
 
 from nerbias.errors import NerbiasError
+
+if TYPE_CHECKING:  # gensim takes 0.7 s to import: only a debiasing run pays it
+    from gensim.models import KeyedVectors
 
 SETS_PATH = Path(__file__).resolve().parent / "resources" / "debias_sets.json"
 NEUTRALIZE = ("all", "neutral_only")  # embeddings.debias_neutralize
@@ -50,6 +52,8 @@ def unit_rows(vectors: np.ndarray) -> np.ndarray:
 
 
 def _keyed(words: Sequence[str], vectors: np.ndarray) -> KeyedVectors:
+    from gensim.models import KeyedVectors
+
     keyed = KeyedVectors(vector_size=vectors.shape[1], dtype=np.float32)
     keyed.add_vectors(list(words), vectors.astype(np.float32))
     return keyed

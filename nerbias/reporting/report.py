@@ -16,7 +16,7 @@ import dataclasses
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -28,57 +28,26 @@ from nerbias.errors import NerbiasError
 from nerbias.fileio import atomic_write_text, write_csv
 from nerbias.data.ambiguity import AmbiguityRule
 from nerbias.loggers import NullLogger
-from nerbias.validation import LEVEL, POSITIVE_INTEGER, Rule, at_least, check_values
 from nerbias.reporting.ambiguity import (
     ambiguity_by_group, ambiguity_regression, census_ambiguity, census_gap_split, has_profile, pooled_names,
 )
 from nerbias.reporting.figures import (
     checkpoint_name_vectors, plot_census_bands, plot_census_gap, plot_ecdf_grid, plot_group_accuracy, plot_name_tsne,
 )
+from nerbias.reporting.options import REPORT_RULES, ReportOptions  # noqa: F401 (report.py reads the rules here)
 from nerbias.reporting.census_uncertainty import (
-    CENSUS_MEASURES, CENSUS_N_BOOT, bootstrap_census, census_gap_summary, permutation_census,
+    CENSUS_MEASURES, bootstrap_census, census_gap_summary, permutation_census,
 )
 from nerbias.reporting.runs import Run, census_outcomes, load_run, name_table, names_for
 from nerbias.reporting.tables import (
     REPRESENTATIVE_YEARS, accuracy_display, census_year_table, label_breakdown_table, markdown_table, spread_display,
 )
 from nerbias.reporting.uncertainty import (
-    DEFAULT_CONFIDENCE, DEFAULT_N_BOOT, DEFAULT_N_PERMUTATIONS, NameTable, bootstrap_group_accuracy, bootstrap_spread,
+    NameTable, bootstrap_group_accuracy, bootstrap_spread,
     gender_permutation_test, interval_text, pairwise_permutation_tests,
 )
 
 log = logging.getLogger(__name__)
-
-
-REPORT_RULES: dict[str, Rule] = {"n_boot": POSITIVE_INTEGER, "n_permutations": POSITIVE_INTEGER,
-                                 "census_boot": POSITIVE_INTEGER, "census_permutations": at_least(0),
-                                 "confidence": LEVEL}
-
-
-@dataclass
-class ReportOptions:
-    n_boot: int = DEFAULT_N_BOOT
-    n_permutations: int = DEFAULT_N_PERMUTATIONS
-    confidence: float = DEFAULT_CONFIDENCE
-    seed: int = 0
-    census_boot: int = CENSUS_N_BOOT
-    census_permutations: int = 0  # per-year tests are slow and weak after Holm over 139 years: opt in
-    census_years: Sequence[int] | None = None
-    ssa: str | Path | None = None
-    predictions: str | Path | None = None
-    checkpoint: str | Path | None = None
-    ambiguity_rule: dict | None = None  # AmbiguityRule's fields (min_typed, types, casing, gazetteer); None: default
-    ambiguity_boot: int = 1000  # bootstrap replicates (over names) of the ambiguity regression
-
-    def __post_init__(self) -> None:
-        self.check_values(vars(self))
-
-    @classmethod
-    def check_values(cls, values: Mapping[str, Any], prefix: str = "bias_eval.report.") -> None:
-        """What the options may be (validation.validate checks ``bias_eval.report`` before any work;
-        report.py its command-line options, by the same rules)."""
-        check_values(values, REPORT_RULES, prefix)
-        AmbiguityRule.from_mapping(values.get("ambiguity_rule"))  # a bad rule is named before any work
 
 
 def ambiguity_lines(section: "Section", frames: Sequence[pd.DataFrame], out_dir: Path, options: ReportOptions) -> None:

@@ -41,10 +41,8 @@ from nerbias.errors import NerbiasError
 from nerbias.bias.names import OOV_GROUP, NameList
 from nerbias.reporting import intervals
 from nerbias.reporting.intervals import SeedNoise
+from nerbias.reporting.options import DEFAULT_CONFIDENCE, DEFAULT_N_BOOT, DEFAULT_N_PERMUTATIONS
 
-DEFAULT_N_BOOT = 2000
-DEFAULT_N_PERMUTATIONS = 9999
-DEFAULT_CONFIDENCE = 0.95
 FACETS = ("group", "gender", "race")
 GENDERS = ("Female", "Male")
 SPREAD_STATISTICS = ("min", "mean", "std", "median")
