@@ -18,7 +18,8 @@ covers (names, seeds, both), and a figure that varies only with the seed gets no
   then over the years; the names part draws (name, sex) units, each keeping all its years.
 - **CoNLL-03 F1**: the seeds only.
 
-``claims.csv`` is the Holm-adjusted family ``HEADLINE``; ``goal.csv`` the goal of issue 25 per condition.
+``claims.csv`` is the Holm-adjusted family ``HEADLINE``; ``paper_claims.csv`` the two papers' claims, each holds /
+does not hold; ``goal.csv`` the goal of issue 25 per condition.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from nerbias.errors import NerbiasError
 from nerbias.fileio import atomic_write_text, write_csv
 from nerbias.data.ambiguity import AmbiguityRule
 from nerbias.reporting.archive import is_archive, unpack
+from nerbias.reporting.paper_claims import paper_claims, paper_claims_section
 from nerbias.reporting.debias_table import diagnostics_section
 from nerbias.reporting.place_names import (PLACE_RECALL, UNAMBIGUOUS_SUFFIX, WATCHED_NAMES, WATCHED_PREFIX,
                                            goal_frame, goal_section, place_recall_statistic, read_profile,
@@ -58,9 +60,21 @@ log = logging.getLogger(__name__)
 NAME_CORPORA = ("winogender", "insitu")
 CENSUS_BOOT = 2000  # the census draws are (units x replicates) matrices: ~30k units a sex
 CALIBRATION_PREFIX = "calibration: "
+REFERENCE_RACE = "White"  # race gaps are the White names' accuracy minus each other race's
 OOV_SUFFIX = "_oov"  # the OOV name set's evaluations: bias_eval.corpora.<corpus>_oov
 
 
+
+
+def race_gap_metric(race: str) -> str:
+    return f"{REFERENCE_RACE} - {race}"
+
+
+def _between(first: Statistic, second: Statistic, size: int) -> Statistic:
+    """``first - second`` of two name pools of one condition: per seed, and per replicate (the pools' names
+    are drawn independently, so the replicates' difference has the pools' summed variance)."""
+    return Statistic(first.point - second.point, first.seeds, first.seed_values - second.seed_values,
+                     first.name_replicates - second.name_replicates, size, (-1.0, 1.0))
 
 
 def _name_statistics(table: NameTable, members: dict[str, np.ndarray], draws: dict[str, np.ndarray],
@@ -81,9 +95,15 @@ def _name_statistics(table: NameTable, members: dict[str, np.ndarray], draws: di
             drawn = np.concatenate([draws[g] for g in groups], axis=1)
             out.add(key, ratio_statistic(rec, sen, idx, drawn, seeds, size))
     if "Female" in out.statistics and "Male" in out.statistics:
-        female, male = out.statistics["Female"], out.statistics["Male"]
-        out.add("female_male_gap", Statistic(female.point - male.point, seeds, female.seed_values - male.seed_values,
-                                             female.name_replicates - male.name_replicates, size, (-1.0, 1.0)))
+        out.add("female_male_gap", _between(out.statistics["Female"], out.statistics["Male"], size))
+    races = {group.rsplit(" ", 1)[0] for group in members if group.endswith(("Female", "Male")) and " " in group}
+    if REFERENCE_RACE in races:  # Mishra et al.'s "White names are recognised best": the reference against each race
+        pools = {race: [g for g in members if g.rsplit(" ", 1)[0] == race] for race in sorted(races)}
+        statistics = {race: ratio_statistic(rec, sen, np.concatenate([members[g] for g in groups]),
+                                            np.concatenate([draws[g] for g in groups], axis=1), seeds, size)
+                      for race, groups in pools.items()}
+        for race in sorted(races - {REFERENCE_RACE}):
+            out.add(race_gap_metric(race), _between(statistics[REFERENCE_RACE], statistics[race], size))
     if PERSON_PROBABILITY in table.columns and np.isfinite(table.values(PERSON_PROBABILITY)).all():
         # mean P(PER) minus accuracy, slot-weighted: every slot is a person, so this is the calibration gap
         excess = table.values(PERSON_PROBABILITY) * sen - rec
@@ -148,8 +168,9 @@ def _interval_row(prefix: str, interval: Interval) -> dict[str, Any]:
 
 def summary_frame(figures: dict[str, Figures], runs: dict[str, list[StudyRun]], baseline: str | None,
                   confidence: float = DEFAULT_CONFIDENCE, seed: int = 0, n_boot: int = 2000) -> pd.DataFrame:
-    """Long format: condition, metric, seeds, value, ci_low, ci_high, ci_covers and (against the baseline)
-    diff, diff_low, diff_high, diff_covers, p_value. The best - worst gap's value is bias-corrected (``raw``:
+    """Long format: condition, metric, seeds, value, ci_low, ci_high, ci_covers, ci_p (two-sided p of "the figure
+    is 0": meaningful for the differences within a condition, female - male and White - race) and (against the
+    baseline) diff, diff_low, diff_high, diff_covers, p_value. The best - worst gap's value is bias-corrected (``raw``:
     max - min), beside its noise floor (floor_mean, floor_p95, floor_p, below_floor) and the ratio
     condition / baseline (ratio, ratio_low, ratio_high)."""
     lengths = {len(s.name_replicates) for f in figures.values() for s in f.statistics.values()
@@ -180,7 +201,8 @@ def summary_frame(figures: dict[str, Figures], runs: dict[str, list[StudyRun]], 
                 statistic = fig.statistics[metric]
                 interval = Interval.from_replicates(statistic.point, reps[condition][metric], statistic.covers,
                                                     confidence)
-            row.update(value=interval.value, ci_low=interval.low, ci_high=interval.high, ci_covers=interval.covers)
+            row.update(value=interval.value, ci_low=interval.low, ci_high=interval.high, ci_covers=interval.covers,
+                       ci_p=interval.p_value if metric != GAP else math.nan)  # H0: the figure is 0 (for differences)
             if base is not None and condition != baseline:
                 row.update(_difference(metric, condition, baseline, figures, gaps, noise, confidence))
             rows.append(row)
@@ -364,7 +386,8 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
               floor_permutations: int = 1000, name_profile: str | Path | None = None,
               ambiguity: AmbiguityRule = AmbiguityRule(), sweep_name: str | None = None) -> Path:
     """Write ``study.md``, ``study_<corpus>.csv`` for every corpus the runs were evaluated on, ``claims.csv``
-    (the Holm-adjusted family) and ``goal.csv``. ``name_profile`` (default: ``<sweep dir>/name_profile.csv``
+    (the Holm-adjusted family), ``paper_claims.csv`` (the papers' claims, reporting/paper_claims.py) and
+    ``goal.csv``. ``name_profile`` (default: ``<sweep dir>/name_profile.csv``
     when there is one) adds each names corpus scored without the names ``ambiguity`` marks. A study archive
     (``reporting.archive``) is read from a temporary copy restored from it."""
     sweep_dir = Path(sweep_dir)
@@ -439,6 +462,9 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
                                 baseline if has_baseline[label] else None)
     write_csv(out / "claims.csv", family, float_format="%.17g")
     lines += claims_section(family, 1 - confidence)
+    papers = paper_claims(frames, family, baseline, 1 - confidence)
+    write_csv(out / "paper_claims.csv", papers, float_format="%.17g")
+    lines += paper_claims_section(papers, 1 - confidence)
     goal = goal_frame(frames, baseline, GAP)
     write_csv(out / "goal.csv", goal, float_format="%.17g")
     lines += goal_section(goal, baseline)

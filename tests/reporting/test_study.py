@@ -68,6 +68,10 @@ def test_point_values_are_the_papers_statistics_averaged_over_seeds(tmp_path):
     assert value("ALL") == pytest.approx(np.mean([50 / 60, 52 / 60]))
     female = np.mean([(6 + 8 + 9 + 7) / 40, (8 + 8 + 9 + 7) / 40])
     assert value("female_male_gap") == pytest.approx(female - 1.0)
+    white = np.mean([(10 + 10 + 9 + 7) / 40, (10 + 10 + 9 + 7) / 40])   # White Male and White Female pooled
+    assert value("White - Black") == pytest.approx(white - value("Black Female"))
+    assert table.loc[("baseline", "White - Black"), "ci_covers"] == "names+seeds"
+    assert 0 < table.loc[("baseline", "White - Black"), "ci_p"] <= 1
     gap = table.loc[("baseline", "best_worst_gap")]
     assert gap["raw"] == pytest.approx(1.0 - value("Black Female"))
     assert gap["value"] < gap["raw"]  # bias-corrected: max - min of noisy group means overshoots

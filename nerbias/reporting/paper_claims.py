@@ -1,0 +1,142 @@
+"""The two papers' claims, each marked holds / does not hold under the study's statistics (issue 25).
+
+- Mishra et al. (2020), "White names are recognised best": on the baseline, cased Winogender and In-Situ,
+  the White names' accuracy minus each other race's (both genders pooled; names and seeds in the interval).
+  It holds in a corpus when every one of those differences is above 0 after Holm's adjustment.
+- Mishra et al. (2020), "de-biasing the word vectors does not help": `debias` against the baseline in the
+  claims family (ALL and female - male on the cased name corpora). It does not hold when any of them
+  improves after Holm; it holds when the upper end of the interval of the ALL difference stays under
+  ``margin`` (a gain that small is not "help") on every corpus; otherwise the data do not decide.
+- Mehrabi et al. (2020), "female names are more often not tagged PERSON": on the baseline, the census
+  female - male weighted type-1 error (held-out names, mean over years), above 0 after Holm.
+
+The level tests (each race gap, the census gap) form one Holm family of their own; the de-biasing claim
+reads the study's claims family (``study.claims_family``), which is already adjusted. The same figures
+without the names that are also places are shown beside them, as description, never as claims.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from nerbias.reporting.place_names import UNAMBIGUOUS_SUFFIX
+from nerbias.reporting.tables import markdown_table
+from nerbias.reporting.uncertainty import holm
+
+NAME_CORPORA = ("winogender", "insitu")
+WHITE_BEST, NO_HELP, FEMALE_NOT_PERSON = ("White names are recognised best (Mishra et al.)",
+                                          "de-biasing does not help (Mishra et al.)",
+                                          "female names are more often not PERSON (Mehrabi et al.)")
+DEFAULT_MARGIN = 0.02  # a gain in accuracy below 2 points is not "help"
+HOLDS, FAILS, UNDECIDED = "holds", "does not hold", "not decided"
+
+
+def _rows(frame: pd.DataFrame | None, condition: str, prefix: str = "", metric: str | None = None) -> pd.DataFrame:
+    if frame is None:
+        return pd.DataFrame()
+    rows = frame[frame["condition"] == condition]
+    return rows[rows["metric"] == metric] if metric else rows[rows["metric"].str.startswith(prefix)]
+
+
+def paper_claims(frames: dict[str, pd.DataFrame], family: pd.DataFrame, baseline: str, alpha: float,
+                 debiased: str = "debias", margin: float = DEFAULT_MARGIN) -> pd.DataFrame:
+    """One row per test: claim, corpus, figure, value, interval, covers, p, p_holm (level tests), the row's
+    verdict and the claim's verdict (``claim_verdict``, the same on every row of a claim)."""
+    rows: list[dict[str, Any]] = []
+    for corpus in NAME_CORPORA:
+        for suffix, descriptive in (("", False), (UNAMBIGUOUS_SUFFIX, True)):
+            for row in _rows(frames.get(corpus + suffix), baseline, "White - ").to_dict("records"):
+                rows.append({"claim": WHITE_BEST, "corpus": corpus + suffix, "condition": baseline, "figure": row["metric"],
+                             "descriptive": descriptive, **_level(row)})
+    for row in _rows(frames.get("census"), baseline, metric="female_male_type1_w_gap").to_dict("records"):
+        rows.append({"claim": FEMALE_NOT_PERSON, "corpus": "census", "condition": baseline, "figure": row["metric"],
+                     "descriptive": False, **_level(row)})
+    out = pd.DataFrame(rows, columns=["claim", "corpus", "condition", "figure", "descriptive", "value", "ci_low",
+                                      "ci_high", "covers", "p"])
+    tested = ~out["descriptive"].astype(bool) & out["p"].notna()
+    out["p_holm"] = np.nan
+    if tested.any():
+        out.loc[tested, "p_holm"] = holm(out.loc[tested, "p"].to_numpy(dtype=np.float64))
+    out["verdict"] = [_level_verdict(r, alpha) for r in out.to_dict("records")]
+    out = pd.concat([out, _no_help_rows(frames, family, baseline, debiased, margin)], ignore_index=True)
+    out["claim_verdict"] = out["claim"].map(lambda claim: _claim_verdict(out[out["claim"] == claim]))
+    return out
+
+
+def _level(row: dict[str, Any]) -> dict[str, Any]:
+    return {"value": row["value"], "ci_low": row["ci_low"], "ci_high": row["ci_high"], "covers": row["ci_covers"],
+            "p": row.get("ci_p", math.nan)}
+
+
+def _level_verdict(row: dict[str, Any], alpha: float) -> str:
+    if row["descriptive"]:
+        return "description"
+    if not isinstance(row["covers"], str) or "seeds" not in row["covers"]:
+        return UNDECIDED + " (an interval over names alone says nothing of another training run)"
+    return HOLDS if row["p_holm"] < alpha and row["value"] > 0 else FAILS
+
+
+def _no_help_rows(frames: dict[str, pd.DataFrame], family: pd.DataFrame, baseline: str, debiased: str,
+                  margin: float) -> pd.DataFrame:
+    rows = []
+    claims = family[family["condition"] == debiased] if len(family) else family
+    for corpus in NAME_CORPORA:
+        for metric in ("ALL", "female_male_gap"):
+            found = _rows(frames.get(corpus), debiased, metric=metric).to_dict("records")
+            if not found or pd.isna(found[0].get("diff")):
+                continue
+            row = found[0]
+            tested = claims[(claims["corpus"] == corpus) & (claims["metric"] == metric)] if len(claims) else claims
+            p_holm = float(tested["p_holm"].iloc[0]) if len(tested) else math.nan
+            improves = bool(len(tested) and tested["holds"].iloc[0]) and (
+                row["diff"] > 0 if metric == "ALL" else abs(row["value"]) < abs(_value(frames[corpus], baseline, metric)))
+            if metric == "ALL":
+                verdict = FAILS if improves else HOLDS if row["diff_high"] < margin else UNDECIDED
+            else:
+                verdict = FAILS if improves else "description"
+            rows.append({"claim": NO_HELP, "corpus": corpus, "condition": f"{debiased} - baseline", "figure": metric,
+                         "descriptive": verdict == "description", "value": row["diff"], "ci_low": row["diff_low"],
+                         "ci_high": row["diff_high"], "covers": row["diff_covers"], "p": row.get("p_value", math.nan),
+                         "p_holm": p_holm, "verdict": verdict})
+    return pd.DataFrame(rows)
+
+
+def _value(frame: pd.DataFrame, condition: str, metric: str) -> float:
+    rows = _rows(frame, condition, metric=metric)
+    return float(rows["value"].iloc[0]) if len(rows) else math.nan
+
+
+def _claim_verdict(rows: pd.DataFrame) -> str:
+    verdicts = [v for v in rows["verdict"] if v != "description"]
+    if not verdicts:
+        return UNDECIDED
+    if FAILS in verdicts:
+        return FAILS
+    return HOLDS if all(v == HOLDS for v in verdicts) else UNDECIDED
+
+
+def paper_claims_section(claims: pd.DataFrame, alpha: float, margin: float = DEFAULT_MARGIN) -> list[str]:
+    if not len(claims):
+        return []
+    shown = claims.rename(columns={"figure": "test"})
+    shown["figure"] = [f"{v:+.3f} [{lo:.3f}, {hi:.3f}] ({c})" if not math.isnan(lo) else f"{v:+.3f} ({c})"
+                       for v, lo, hi, c in zip(shown["value"], shown["ci_low"], shown["ci_high"], shown["covers"])]
+    shown["p (Holm)"] = [f"{p:.2g} ({h:.2g})" if not math.isnan(h) else (f"{p:.2g}" if not math.isnan(p) else "–")
+                         for p, h in zip(shown["p"], shown["p_holm"])]
+    summary = claims.drop_duplicates("claim")[["claim", "claim_verdict"]]
+    return ["## The papers' claims", "",
+            "On the baseline (and `debias` against it). White - race: the White names' accuracy minus that race's, "
+            "both genders pooled; the claim holds in a corpus when every difference is above 0 after Holm over the "
+            "level tests of this section (race gaps of the cased corpora and the census gap). De-biasing does not "
+            f"help: no improvement holds in the study's claims family, and the ALL difference's interval stays under "
+            f"+{margin:g}; where it does not, the data do not decide. Rows on `<corpus>{UNAMBIGUOUS_SUFFIX}` leave "
+            "out the names that are also places: a description, not a test.", "",
+            markdown_table(summary.rename(columns={"claim_verdict": "verdict"})), "",
+            markdown_table(shown[["claim", "corpus", "condition", "test", "figure", "p (Holm)", "verdict"]]), ""]
+
+
+__all__ = ["DEFAULT_MARGIN", "FEMALE_NOT_PERSON", "NO_HELP", "WHITE_BEST", "paper_claims", "paper_claims_section"]

@@ -1,0 +1,74 @@
+"""The papers' claims marked holds / does not hold: the verdict rules on tables made here."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from nerbias.reporting.paper_claims import (FEMALE_NOT_PERSON, NO_HELP, WHITE_BEST, paper_claims,
+                                            paper_claims_section)
+
+
+def level(condition, metric, value, low, high, p, covers="names+seeds", **extra):
+    return {"condition": condition, "metric": metric, "value": value, "ci_low": low, "ci_high": high,
+            "ci_covers": covers, "ci_p": p, "diff": math.nan, "diff_low": math.nan, "diff_high": math.nan,
+            "diff_covers": None, "p_value": math.nan, **extra}
+
+
+def difference(condition, metric, value, diff, low, high, p):
+    return {**level(condition, metric, value, math.nan, math.nan, math.nan), "diff": diff, "diff_low": low,
+            "diff_high": high, "diff_covers": "names+seeds", "p_value": p}
+
+
+def frames(white_black_p=0.001, debias_all_high=0.01, debias_holds=False):
+    names = pd.DataFrame([level("baseline", "White - Black", 0.05, 0.02, 0.08, white_black_p),
+                          level("baseline", "White - Hispanic", 0.15, 0.05, 0.25, 0.001),
+                          level("baseline", "female_male_gap", -0.02, -0.05, 0.01, 0.2),
+                          difference("debias", "ALL", 0.9, -0.01, -0.03, debias_all_high, 0.4),
+                          difference("debias", "female_male_gap", -0.01, 0.01, -0.02, 0.04, 0.5)])
+    census = pd.DataFrame([level("baseline", "female_male_type1_w_gap", 0.07, 0.03, 0.11, 0.004)])
+    family = pd.DataFrame([{"corpus": corpus, "condition": "debias", "metric": metric, "p_holm": 0.01 if debias_holds
+                            else 0.9, "holds": debias_holds} for corpus in ("winogender", "insitu")
+                           for metric in ("ALL", "female_male_gap")])
+    return {"winogender": names, "insitu": names.copy(), "winogender_unambiguous": names.copy(), "census": census}, family
+
+
+def verdicts(table):
+    return dict(zip(table["claim"], table["claim_verdict"]))
+
+
+def test_each_claim_holds_when_its_tests_say_so_after_holm():
+    tables, family = frames()
+    claims = paper_claims(tables, family, "baseline", 0.05)
+    assert verdicts(claims) == {WHITE_BEST: "holds", FEMALE_NOT_PERSON: "holds", NO_HELP: "holds"}
+    tested = claims[claims["claim"] != NO_HELP]
+    level_tests = tested[~tested["descriptive"]]
+    assert len(level_tests) == 5  # two race gaps in each cased corpus and the census gap; the rest describes
+    assert level_tests["p_holm"].max() == pytest.approx(5 * 0.001)  # Holm: the smallest p x 5, never decreasing
+    assert (claims.loc[claims["corpus"] == "winogender_unambiguous", "verdict"] == "description").all()
+    assert "## The papers' claims" in "\n".join(paper_claims_section(claims, 0.05))
+
+
+def test_one_race_gap_that_does_not_survive_holm_fails_the_white_names_claim():
+    tables, family = frames(white_black_p=0.03)  # 0.03 x 3 remaining tests > 0.05
+    claims = paper_claims(tables, family, "baseline", 0.05)
+    assert verdicts(claims)[WHITE_BEST] == "does not hold"
+    assert verdicts(claims)[FEMALE_NOT_PERSON] == "holds"
+
+
+def test_debiasing_helps_when_an_improvement_holds_and_is_undecided_when_its_interval_allows_help():
+    tables, family = frames(debias_all_high=0.05)
+    assert verdicts(paper_claims(tables, family, "baseline", 0.05))[NO_HELP] == "not decided"
+    tables, family = frames(debias_holds=True)
+    debiased_all = (tables["winogender"]["condition"] == "debias") & (tables["winogender"]["metric"] == "ALL")
+    tables["winogender"].loc[debiased_all, "diff"] = 0.02  # ALL up, and the family says it holds
+    assert verdicts(paper_claims(tables, family, "baseline", 0.05))[NO_HELP] == "does not hold"
+
+
+def test_a_claim_from_one_seed_is_not_decided():
+    tables, family = frames()
+    tables["census"].loc[:, "ci_covers"] = "names"
+    claims = paper_claims(tables, family, "baseline", 0.05)
+    assert verdicts(claims)[FEMALE_NOT_PERSON] == "not decided"
