@@ -28,6 +28,7 @@ from nerbias.bias.names import load_names
 from nerbias.data.ambiguity import conll_type_counts, profile_row
 from nerbias.data.conll import Sentence, read_conll
 from nerbias.data.conll2003 import SPLIT_FILES, default_data_dir
+from nerbias.data.embeddings import glove_frequency_ranks
 from nerbias.errors import NerbiasError
 from nerbias.fileio import write_csv
 
@@ -57,8 +58,6 @@ def attach_profile(frame: pd.DataFrame, cfg: Any) -> pd.DataFrame:
         return frame
     train = read_conll(spec["conll_train"], scheme="iob1")
     names = list(dict.fromkeys(frame["name"]))
-    from nerbias.data.embeddings import glove_frequency_ranks  # gensim: only when profiles are built
-
     profile = profile_frame(names, train, glove_frequency_ranks())
     clashing = [column for column in profile.columns if column != "name" and column in frame.columns]
     if clashing:
@@ -77,8 +76,6 @@ def build_profile(data_dir: str | Path, names_path: str | Path | None = None, wi
     """The name_profile.csv table (see the module docstring)."""
     data_dir = Path(data_dir)
     train = read_conll(data_dir / "conll2003" / SPLIT_FILES["train"], scheme="iob1")
-    from nerbias.data.embeddings import glove_frequency_ranks  # gensim: only when profiles are built
-
     ranks = glove_frequency_ranks()
     listed = load_names(names_path)
     frames = [pd.DataFrame({"list": "evaluation", "name": listed.names,

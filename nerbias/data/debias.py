@@ -35,7 +35,7 @@ import numpy as np
 
 from nerbias.errors import NerbiasError
 
-if TYPE_CHECKING:  # gensim takes 0.7 s to import: only a debiasing run pays it
+if TYPE_CHECKING:  # gensim takes 0.7 s to import: only runs that de-bias or normalise vectors pay it
     from gensim.models import KeyedVectors
 
 SETS_PATH = Path(__file__).resolve().parent / "resources" / "debias_sets.json"

@@ -5,12 +5,15 @@
   It holds in a corpus when every one of those differences is above 0 after Holm's adjustment.
 - Mishra et al. (2020), "de-biasing the word vectors does not help": `debias` against the baseline in the
   claims family (ALL and female - male on the cased name corpora). It does not hold when any of them
-  improves after Holm; it holds when the upper end of the interval of the ALL difference stays under
-  ``margin`` (a gain that small is not "help") on every corpus; otherwise the data do not decide.
+  improves after Holm (ALL up; the female - male gap moved towards 0 without passing it); it holds when,
+  on both corpora, the upper end of the interval of the ALL difference (names and seeds) stays under
+  ``margin`` (a gain that small is not "help"); otherwise the data do not decide.
 - Mehrabi et al. (2020), "female names are more often not tagged PERSON": on the baseline, the census
   female - male weighted type-1 error (held-out names, mean over years), above 0 after Holm.
 
-The level tests (each race gap, the census gap) form one Holm family of their own; the de-biasing claim
+A verdict rests only on intervals that cover the seeds (at least 2 of them): from one seed an interval
+covers the names only and says nothing of another training run, so such a row is not decided, and so is a
+claim with a corpus missing. The level tests (each race gap, the census gap) form one Holm family of their own; the de-biasing claim
 reads the study's claims family (``study.claims_family``), which is already adjusted. The same figures
 without the names that are also places are shown beside them, as description, never as claims.
 """
@@ -57,7 +60,7 @@ def paper_claims(frames: dict[str, pd.DataFrame], family: pd.DataFrame, baseline
                      "descriptive": False, **_level(row)})
     out = pd.DataFrame(rows, columns=["claim", "corpus", "condition", "figure", "descriptive", "value", "ci_low",
                                       "ci_high", "covers", "p"])
-    tested = ~out["descriptive"].astype(bool) & out["p"].notna()
+    tested = ~out["descriptive"].astype(bool) & out["p"].notna() & out["covers"].map(_covers_seeds)
     out["p_holm"] = np.nan
     if tested.any():
         out.loc[tested, "p_holm"] = holm(out.loc[tested, "p"].to_numpy(dtype=np.float64))
@@ -72,11 +75,15 @@ def _level(row: dict[str, Any]) -> dict[str, Any]:
             "p": row.get("ci_p", math.nan)}
 
 
+def _covers_seeds(covers: Any) -> bool:
+    return isinstance(covers, str) and "seeds" in covers
+
+
 def _level_verdict(row: dict[str, Any], alpha: float) -> str:
     if row["descriptive"]:
         return "description"
-    if not isinstance(row["covers"], str) or "seeds" not in row["covers"]:
-        return UNDECIDED + " (an interval over names alone says nothing of another training run)"
+    if not _covers_seeds(row["covers"]) or math.isnan(row["p_holm"]) or math.isnan(row["value"]):
+        return UNDECIDED
     return HOLDS if row["p_holm"] < alpha and row["value"] > 0 else FAILS
 
 
@@ -92,12 +99,18 @@ def _no_help_rows(frames: dict[str, pd.DataFrame], family: pd.DataFrame, baselin
             row = found[0]
             tested = claims[(claims["corpus"] == corpus) & (claims["metric"] == metric)] if len(claims) else claims
             p_holm = float(tested["p_holm"].iloc[0]) if len(tested) else math.nan
-            improves = bool(len(tested) and tested["holds"].iloc[0]) and (
-                row["diff"] > 0 if metric == "ALL" else abs(row["value"]) < abs(_value(frames[corpus], baseline, metric)))
-            if metric == "ALL":
-                verdict = FAILS if improves else HOLDS if row["diff_high"] < margin else UNDECIDED
+            base_gap = _value(frames[corpus], baseline, metric)
+            towards_zero = (row["diff"] > 0 if metric == "ALL"  # ALL up; a gap moved towards 0, not past it
+                            else np.sign(row["diff"]) == -np.sign(base_gap) and abs(row["diff"]) <= abs(base_gap))
+            improves = bool(len(tested) and tested["holds"].iloc[0]) and bool(towards_zero)
+            if improves:
+                verdict = FAILS
+            elif metric != "ALL":
+                verdict = "description"
+            elif not _covers_seeds(row["diff_covers"]) or math.isnan(row["diff_high"]):
+                verdict = UNDECIDED
             else:
-                verdict = FAILS if improves else "description"
+                verdict = HOLDS if row["diff_high"] < margin else UNDECIDED
             rows.append({"claim": NO_HELP, "corpus": corpus, "condition": f"{debiased} - baseline", "figure": metric,
                          "descriptive": verdict == "description", "value": row["diff"], "ci_low": row["diff_low"],
                          "ci_high": row["diff_high"], "covers": row["diff_covers"], "p": row.get("p_value", math.nan),
@@ -111,12 +124,14 @@ def _value(frame: pd.DataFrame, condition: str, metric: str) -> float:
 
 
 def _claim_verdict(rows: pd.DataFrame) -> str:
-    verdicts = [v for v in rows["verdict"] if v != "description"]
-    if not verdicts:
+    decided = rows[rows["verdict"] != "description"]
+    if not len(decided):
         return UNDECIDED
-    if FAILS in verdicts:
+    if (decided["verdict"] == FAILS).any():
         return FAILS
-    return HOLDS if all(v == HOLDS for v in verdicts) else UNDECIDED
+    if rows["claim"].iloc[0] != FEMALE_NOT_PERSON and set(decided["corpus"]) != set(NAME_CORPORA):
+        return UNDECIDED  # a name corpus is missing
+    return HOLDS if (decided["verdict"] == HOLDS).all() else UNDECIDED
 
 
 def paper_claims_section(claims: pd.DataFrame, alpha: float, margin: float = DEFAULT_MARGIN) -> list[str]:
@@ -130,10 +145,11 @@ def paper_claims_section(claims: pd.DataFrame, alpha: float, margin: float = DEF
     summary = claims.drop_duplicates("claim")[["claim", "claim_verdict"]]
     return ["## The papers' claims", "",
             "On the baseline (and `debias` against it). White - race: the White names' accuracy minus that race's, "
-            "both genders pooled; the claim holds in a corpus when every difference is above 0 after Holm over the "
-            "level tests of this section (race gaps of the cased corpora and the census gap). De-biasing does not "
-            f"help: no improvement holds in the study's claims family, and the ALL difference's interval stays under "
-            f"+{margin:g}; where it does not, the data do not decide. Rows on `<corpus>{UNAMBIGUOUS_SUFFIX}` leave "
+            "both genders pooled; the claim holds when, in Winogender and In-Situ, every difference is above 0 "
+            "after Holm over the level tests of this section (race gaps of the cased corpora and the census gap). "
+            "De-biasing does not help: no improvement holds in the study's claims family, and on both corpora the "
+            f"ALL difference's interval stays under +{margin:g}; where it does not, the data do not decide. Only "
+            "intervals over names and seeds decide (at least 2 seeds). Rows on `<corpus>{UNAMBIGUOUS_SUFFIX}` leave "
             "out the names that are also places: a description, not a test.", "",
             markdown_table(summary.rename(columns={"claim_verdict": "verdict"})), "",
             markdown_table(shown[["claim", "corpus", "condition", "test", "figure", "p (Holm)", "verdict"]]), ""]

@@ -34,7 +34,7 @@ from nerbias.reporting.ambiguity import (
 from nerbias.reporting.figures import (
     checkpoint_name_vectors, plot_census_bands, plot_census_gap, plot_ecdf_grid, plot_group_accuracy, plot_name_tsne,
 )
-from nerbias.reporting.options import REPORT_RULES, ReportOptions  # noqa: F401 (report.py reads the rules here)
+from nerbias.reporting.options import REPORT_RULES, ReportOptions  # noqa: F401 (older imports of these names)
 from nerbias.reporting.census_uncertainty import (
     CENSUS_MEASURES, bootstrap_census, census_gap_summary, permutation_census,
 )

@@ -10,7 +10,8 @@ paired on the names) plus a t-based seed part (paired on seed numbers); each row
 covers (names, seeds, both), and a figure that varies only with the seed gets none from one seed.
 
 - **names corpora** (Winogender, In-Situ, the OOV set, the probes): group accuracies (slot-weighted), ALL,
-  the best - worst gap (bias-corrected, with its noise floor), female - male, the spread of median
+  the best - worst gap (bias-corrected, with its noise floor), female - male, White - each other race (both
+  genders pooled, for the papers' claims: ``reporting.paper_claims``), the spread of median
   confidence (Table 5 of Mishra et al.), calibration per group; the probes add LOCATION recall in place
   contexts, Winogender the watched names (``reporting.place_names``). With a name profile, each names
   corpus is scored again without its ambiguous names.
@@ -18,8 +19,8 @@ covers (names, seeds, both), and a figure that varies only with the seed gets no
   then over the years; the names part draws (name, sex) units, each keeping all its years.
 - **CoNLL-03 F1**: the seeds only.
 
-``claims.csv`` is the Holm-adjusted family ``HEADLINE``; ``paper_claims.csv`` the two papers' claims, each holds /
-does not hold; ``goal.csv`` the goal of issue 25 per condition.
+``claims.csv`` is the Holm-adjusted family ``HEADLINE``; ``paper_claims.csv`` the two papers' claims, each holds,
+does not hold or is not decided; ``goal.csv`` the goal of issue 25 per condition.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from nerbias.errors import NerbiasError
 from nerbias.fileio import atomic_write_text, write_csv
 from nerbias.data.ambiguity import AmbiguityRule
 from nerbias.reporting.archive import is_archive, unpack
-from nerbias.reporting.paper_claims import paper_claims, paper_claims_section
+from nerbias.reporting.paper_claims import DEFAULT_MARGIN as NO_HELP_MARGIN, paper_claims, paper_claims_section
 from nerbias.reporting.debias_table import diagnostics_section
 from nerbias.reporting.place_names import (PLACE_RECALL, UNAMBIGUOUS_SUFFIX, WATCHED_NAMES, WATCHED_PREFIX,
                                            goal_frame, goal_section, place_recall_statistic, read_profile,
@@ -53,7 +54,7 @@ from nerbias.reporting.tables import markdown_table
 from nerbias.reporting.intervals import (COVERS_NAMES, ONE_SEED, Interval, SeedNoise, Statistic, difference_covers,
                                          difference_replicates, gap_interval, inflate, noise_floor, ratio_statistic,
                                          replicates)
-from nerbias.reporting.uncertainty import DEFAULT_CONFIDENCE, NameTable, holm
+from nerbias.reporting.uncertainty import DEFAULT_CONFIDENCE, NameTable, holm, split_group
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,8 @@ def _between(first: Statistic, second: Statistic, size: int) -> Statistic:
 
 def _name_statistics(table: NameTable, members: dict[str, np.ndarray], draws: dict[str, np.ndarray],
                      seeds: tuple[int, ...], ddof: int, floor_permutations: int, seed: int) -> Figures:
-    """Group accuracies, ALL, female and male, OOV and the median-confidence spread of one condition."""
+    """Group accuracies, ALL, female and male and their gap, White - each other race, OOV and the
+    median-confidence spread of one condition."""
     out = Figures(groups=list(members))
     rec, sen = table.recognised, table.sentences                       # (S, N)
     size = int(min(len(idx) for idx in members.values()))               # names per group, for the small-sample factor
@@ -96,9 +98,10 @@ def _name_statistics(table: NameTable, members: dict[str, np.ndarray], draws: di
             out.add(key, ratio_statistic(rec, sen, idx, drawn, seeds, size))
     if "Female" in out.statistics and "Male" in out.statistics:
         out.add("female_male_gap", _between(out.statistics["Female"], out.statistics["Male"], size))
-    races = {group.rsplit(" ", 1)[0] for group in members if group.endswith(("Female", "Male")) and " " in group}
+    race_of = {group: split_group(group)[0] for group in members}
+    races = {race for race in race_of.values() if race}
     if REFERENCE_RACE in races:  # Mishra et al.'s "White names are recognised best": the reference against each race
-        pools = {race: [g for g in members if g.rsplit(" ", 1)[0] == race] for race in sorted(races)}
+        pools = {race: [g for g in members if race_of[g] == race] for race in sorted(races)}
         statistics = {race: ratio_statistic(rec, sen, np.concatenate([members[g] for g in groups]),
                                             np.concatenate([draws[g] for g in groups], axis=1), seeds, size)
                       for race, groups in pools.items()}
@@ -304,11 +307,15 @@ def corpus_section(frame: pd.DataFrame, title: str, baseline: str | None) -> lis
     frame = _value_column(frame)
     summary = [m for m in SUMMARY_COLUMNS if m in set(frame["metric"])]
     calibration = [m for m in dict.fromkeys(frame["metric"]) if m.startswith(CALIBRATION_PREFIX)]
-    groups = [m for m in dict.fromkeys(frame["metric"])
-              if m not in SUMMARY_COLUMNS and m not in ("Female", "Male") and m not in calibration]
+    race_gaps = [m for m in dict.fromkeys(frame["metric"]) if m.startswith(f"{REFERENCE_RACE} - ")]
+    groups = [m for m in dict.fromkeys(frame["metric"]) if m not in SUMMARY_COLUMNS and m not in ("Female", "Male")
+              and m not in calibration and m not in race_gaps]
     lines = [f"## {title}", "", markdown_table(display_table(frame, summary, titles=SUMMARY_COLUMNS)), ""]
     if groups and len(groups) > 1:
         lines += ["Accuracy per group:", "", markdown_table(display_table(frame, groups)), ""]
+    if race_gaps:
+        lines += [f"{REFERENCE_RACE} names' accuracy minus each race's (both genders pooled; the papers' claims below):",
+                  "", markdown_table(display_table(frame, race_gaps)), ""]
     if calibration:
         titles = {m: m[len(CALIBRATION_PREFIX):] for m in calibration}
         lines += ["Calibration per group: mean P(PER) over the group's slots minus its accuracy (every slot is a "
@@ -462,9 +469,9 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
                                 baseline if has_baseline[label] else None)
     write_csv(out / "claims.csv", family, float_format="%.17g")
     lines += claims_section(family, 1 - confidence)
-    papers = paper_claims(frames, family, baseline, 1 - confidence)
+    papers = paper_claims(frames, family, baseline, 1 - confidence, margin=NO_HELP_MARGIN)
     write_csv(out / "paper_claims.csv", papers, float_format="%.17g")
-    lines += paper_claims_section(papers, 1 - confidence)
+    lines += paper_claims_section(papers, 1 - confidence, margin=NO_HELP_MARGIN)
     goal = goal_frame(frames, baseline, GAP)
     write_csv(out / "goal.csv", goal, float_format="%.17g")
     lines += goal_section(goal, baseline)

@@ -22,16 +22,16 @@ def difference(condition, metric, value, diff, low, high, p):
             "diff_high": high, "diff_covers": "names+seeds", "p_value": p}
 
 
-def frames(white_black_p=0.001, debias_all_high=0.01, debias_holds=False):
+def frames(white_black_p=0.001, debias_all_high=0.01, debias_holds=(), census_covers="names+seeds"):
     names = pd.DataFrame([level("baseline", "White - Black", 0.05, 0.02, 0.08, white_black_p),
                           level("baseline", "White - Hispanic", 0.15, 0.05, 0.25, 0.001),
                           level("baseline", "female_male_gap", -0.02, -0.05, 0.01, 0.2),
                           difference("debias", "ALL", 0.9, -0.01, -0.03, debias_all_high, 0.4),
                           difference("debias", "female_male_gap", -0.01, 0.01, -0.02, 0.04, 0.5)])
-    census = pd.DataFrame([level("baseline", "female_male_type1_w_gap", 0.07, 0.03, 0.11, 0.004)])
-    family = pd.DataFrame([{"corpus": corpus, "condition": "debias", "metric": metric, "p_holm": 0.01 if debias_holds
-                            else 0.9, "holds": debias_holds} for corpus in ("winogender", "insitu")
-                           for metric in ("ALL", "female_male_gap")])
+    census = pd.DataFrame([level("baseline", "female_male_type1_w_gap", 0.07, 0.03, 0.11, 0.004, census_covers)])
+    family = pd.DataFrame([{"corpus": corpus, "condition": "debias", "metric": metric,
+                            "p_holm": 0.01 if metric in debias_holds else 0.9, "holds": metric in debias_holds}
+                           for corpus in ("winogender", "insitu") for metric in ("ALL", "female_male_gap")])
     return {"winogender": names, "insitu": names.copy(), "winogender_unambiguous": names.copy(), "census": census}, family
 
 
@@ -52,7 +52,7 @@ def test_each_claim_holds_when_its_tests_say_so_after_holm():
 
 
 def test_one_race_gap_that_does_not_survive_holm_fails_the_white_names_claim():
-    tables, family = frames(white_black_p=0.03)  # 0.03 x 3 remaining tests > 0.05
+    tables, family = frames(white_black_p=0.03)  # the 4th smallest of 5 p-values: 0.03 x 2 > 0.05
     claims = paper_claims(tables, family, "baseline", 0.05)
     assert verdicts(claims)[WHITE_BEST] == "does not hold"
     assert verdicts(claims)[FEMALE_NOT_PERSON] == "holds"
@@ -61,14 +61,44 @@ def test_one_race_gap_that_does_not_survive_holm_fails_the_white_names_claim():
 def test_debiasing_helps_when_an_improvement_holds_and_is_undecided_when_its_interval_allows_help():
     tables, family = frames(debias_all_high=0.05)
     assert verdicts(paper_claims(tables, family, "baseline", 0.05))[NO_HELP] == "not decided"
-    tables, family = frames(debias_holds=True)
+    tables, family = frames(debias_holds=("ALL",))
     debiased_all = (tables["winogender"]["condition"] == "debias") & (tables["winogender"]["metric"] == "ALL")
-    tables["winogender"].loc[debiased_all, "diff"] = 0.02  # ALL up, and the family says it holds
+    tables["winogender"].loc[debiased_all, ["diff", "diff_low", "diff_high"]] = (0.02, 0.01, 0.03)  # ALL up, held
     assert verdicts(paper_claims(tables, family, "baseline", 0.05))[NO_HELP] == "does not hold"
+    tables, family = frames(debias_holds=("ALL",))  # a held change of ALL downwards is no help
+    assert verdicts(paper_claims(tables, family, "baseline", 0.05))[NO_HELP] == "holds"
 
 
-def test_a_claim_from_one_seed_is_not_decided():
-    tables, family = frames()
-    tables["census"].loc[:, "ci_covers"] = "names"
+def test_a_female_male_gap_pushed_past_zero_is_not_help_but_one_moved_towards_zero_is():
+    tables, family = frames(debias_holds=("female_male_gap",))   # baseline gap -0.02, debias diff +0.01: towards 0
+    assert verdicts(paper_claims(tables, family, "baseline", 0.05))[NO_HELP] == "does not hold"
+    for frame in (tables["winogender"], tables["insitu"]):
+        row = (frame["condition"] == "debias") & (frame["metric"] == "female_male_gap")
+        frame.loc[row, ["value", "diff"]] = (0.019, 0.039)         # past 0: smaller in size, but not a narrowing
+    assert verdicts(paper_claims(tables, family, "baseline", 0.05))[NO_HELP] == "holds"
+
+
+def test_nothing_is_decided_from_names_alone_a_missing_p_or_a_missing_corpus():
+    tables, family = frames(census_covers="names")
     claims = paper_claims(tables, family, "baseline", 0.05)
     assert verdicts(claims)[FEMALE_NOT_PERSON] == "not decided"
+    assert claims.loc[claims["claim"] == FEMALE_NOT_PERSON, "p_holm"].isna().all()  # not in the Holm family
+    tables, family = frames()
+    for frame in (tables["winogender"], tables["insitu"]):
+        frame.loc[frame["condition"] == "debias", "diff_covers"] = "names"
+    assert verdicts(paper_claims(tables, family, "baseline", 0.05))[NO_HELP] == "not decided"
+    tables, family = frames()
+    tables["winogender"]["ci_p"] = float("nan")
+    assert verdicts(paper_claims(tables, family, "baseline", 0.05))[WHITE_BEST] == "not decided"
+    tables, family = frames()
+    del tables["insitu"]
+    claims = verdicts(paper_claims(tables, family, "baseline", 0.05))
+    assert claims[WHITE_BEST] == "not decided" and claims[NO_HELP] == "not decided"
+    assert claims[FEMALE_NOT_PERSON] == "holds"
+
+
+def test_a_race_gap_below_zero_fails_the_white_names_claim():
+    tables, family = frames()
+    tables["insitu"].loc[tables["insitu"]["metric"] == "White - Black", ["value", "ci_low", "ci_high"]] = (-0.05, -0.08,
+                                                                                                       -0.02)
+    assert verdicts(paper_claims(tables, family, "baseline", 0.05))[WHITE_BEST] == "does not hold"

@@ -71,7 +71,9 @@ def test_point_values_are_the_papers_statistics_averaged_over_seeds(tmp_path):
     white = np.mean([(10 + 10 + 9 + 7) / 40, (10 + 10 + 9 + 7) / 40])   # White Male and White Female pooled
     assert value("White - Black") == pytest.approx(white - value("Black Female"))
     assert table.loc[("baseline", "White - Black"), "ci_covers"] == "names+seeds"
-    assert 0 < table.loc[("baseline", "White - Black"), "ci_p"] <= 1
+    race_gap = table.loc[("baseline", "White - Black")]
+    assert (race_gap["ci_p"] < 0.05) == (race_gap["ci_low"] > 0 or race_gap["ci_high"] < 0)  # p inverts the interval
+    assert np.isnan(table.loc[("baseline", "best_worst_gap"), "ci_p"])  # a gap is not tested against 0
     gap = table.loc[("baseline", "best_worst_gap")]
     assert gap["raw"] == pytest.approx(1.0 - value("Black Female"))
     assert gap["value"] < gap["raw"]  # bias-corrected: max - min of noisy group means overshoots
