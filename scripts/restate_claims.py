@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from nerbias.reporting.study_runs import CONLL_METRICS
+
 # (corpus label, metric, condition, column: value | diff, the first sweep's claim)
 OLD_CLAIMS = [
     ("winogender", "test_f1", "debias", "diff", "CoNLL F1 -0.013 [-0.015, -0.011]"),
@@ -68,7 +70,9 @@ def main(argv: list[str]) -> int:
             print(f"| {old} | {condition} | – | not in this study | – |")
             continue
         row = rows.iloc[0]
-        claim = claims[(claims["corpus"] == corpus) & (claims["condition"] == condition) & (claims["metric"] == metric)]
+        # CoNLL F1 is one figure for every corpus: the family holds it once, under the first corpus it met
+        same_corpus = claims["corpus"] == corpus if metric not in CONLL_METRICS else True
+        claim = claims[same_corpus & (claims["condition"] == condition) & (claims["metric"] == metric)]
         verdict = "no claim"
         if len(claim) and column == "diff":
             held = claim.iloc[0]
