@@ -248,6 +248,8 @@ def _cell(row: dict, value: str, digits: int) -> str:
     low, high = row.get(f"{value}_low"), row.get(f"{value}_high")
     if covers == ONE_SEED or low is None or (isinstance(low, float) and math.isnan(low)):
         text = f"{number:.{digits}f} (1 seed)"
+    elif low == high:  # every seed and name draw gave the same value (a name never recognised): no interval to show
+        text = f"{number:.{digits}f} (no spread)"
     else:
         text = f"{number:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
         text += " (names)" if covers == COVERS_NAMES else ""

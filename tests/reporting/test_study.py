@@ -108,6 +108,7 @@ def test_differences_are_paired_on_the_names(tmp_path):
     assert gap["diff_low"] < gap["diff"] < gap["diff_high"] <= 1  # two names a group: wide, as it should be
     text = path.read_text()
     assert "## Winogender" in text and "Difference from `baseline`" in text and "## Claims" in text
+    assert "0.000 (no spread)" in text and "[0.000, 0.000]" not in text  # never a zero-width interval
 
 
 def test_census_gap_is_the_mean_over_templates_and_years_of_the_weighted_type1_errors(tmp_path):
