@@ -217,6 +217,25 @@ def code_version() -> dict[str, Any]:
     return {"commit": commit, "dirty": bool(status.strip())}
 
 
+def numeric_platform() -> dict[str, Any]:
+    """What float arithmetic depends on besides the code and the seed: the same commit and seed give
+    bit-identical training on one kind of CPU, but torch, MKL and oneDNN pick kernels by instruction set,
+    so another CPU rounds differently and the trajectory drifts (docs/training.md, "Reproducibility")."""
+    import platform
+
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            cpu = next((line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return {"torch": torch.__version__, "cpu": cpu, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "threads": torch.get_num_threads(),
+            "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
+
+
 def read_utf8_text(path: str | Path, what: str, byte_order_mark: bool = True) -> str:
     """A UTF-8 text file's content, or a DataFormatError naming ``path``: "<what> not found", or where
     the bytes stop being UTF-8. ``byte_order_mark``: tolerate the BOM spreadsheet programs write."""

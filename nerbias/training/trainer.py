@@ -26,7 +26,7 @@ from nerbias.data.conll import Sentence, lowercased
 from nerbias.data.conll2003 import load_conll2003
 from nerbias.data.debias_diagnostics import DIAGNOSTICS_FILE, add_trained_stage
 from nerbias.errors import CheckpointError, Interrupted, NerbiasError
-from nerbias.fileio import atomic_write_json, code_version, config_digest, write_csv
+from nerbias.fileio import atomic_write_json, code_version, config_digest, numeric_platform, write_csv
 from nerbias.loggers import NullLogger, model_artifact_name
 from nerbias.models.bilstm_crf import effective_model_options
 from nerbias.models.checkpoint import checkpoint_word_table, load_checkpoint, save_checkpoint
@@ -295,7 +295,10 @@ class Trainer:
             log.info("resumed from %s after epoch %d (best dev F1 %.4f)", resume_from, state["epoch"] + 1, best_f1)
 
         n_params = sum(p.numel() for p in model.parameters())
-        log.info("model: %d parameters on %s", n_params, self.device)
+        platform = numeric_platform()
+        log.info("model: %d parameters on %s (%s, %s kernels, %d threads, torch %s)", n_params, self.device,
+                 platform["cuda"] or platform["cpu"], platform["cpu_capability"], platform["threads"],
+                 platform["torch"])
         stop = bad_epochs >= settings.patience
         epoch = start_epoch
         try:
@@ -418,7 +421,7 @@ class Trainer:
         metrics["epochs"] = len(history)
         metrics["best_epoch"] = max(range(len(history)), key=lambda i: history[i]["dev_f1"]) + 1 if history else 0
         atomic_write_json(self.output_dir / "metrics.json", {"metrics": metrics, "history": history,
-                                                             "code": code_version(),
+                                                             "code": code_version(), "platform": numeric_platform(),
                                                              "config_sha256": config_digest(self.run_config)})
         logger.summary(metrics)
         logger.artifact(model_artifact_name(self.run_name), "model", best_path)

@@ -27,8 +27,13 @@ def train_in_process(data_dir: Path, output_dir: Path, extra: list[str] = ()) ->
 @pytest.mark.slow
 def test_run_directory_has_metrics_checkpoints_and_predictions(tiny_trained_run):
     out, metrics = tiny_trained_run.run_dir, tiny_trained_run.metrics
-    saved = json.loads((out / "metrics.json").read_text())["metrics"]
+    record = json.loads((out / "metrics.json").read_text())
+    saved = record["metrics"]
     assert saved == pytest.approx(metrics)
+    # the kernels the arithmetic ran on: another CPU kind gives another trajectory from the same seed
+    assert record["platform"]["torch"] == torch.__version__
+    assert record["platform"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert record["platform"]["threads"] == 1  # tiny_trained_run trains on one thread
     for key in ("dev_f1", "test_f1", "test_f1_PER", "test_f1_LOC", "test_f1_ORG", "test_f1_MISC"):
         assert 0.0 <= saved[key] <= 1.0
     for name in ("best.pt", "last.pt"):
