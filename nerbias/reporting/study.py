@@ -31,7 +31,7 @@ import re
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -419,7 +419,7 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
     commits = sorted({c for rs in study.runs.values() for r in rs if (c := _run_commit(r.path))})
     lines = ["# Mitigation study", "",
              f"Sweep: `{sweep_name or sweep_dir.name}`" + (f", code at commit {', '.join(commits)}" if commits else "")
-             + ". Finished runs: " + ", ".join(
+             + _platforms_note(study.runs) + ". Finished runs: " + ", ".join(
                  f"{c} (seeds {','.join(str(r.seed) for r in rs)}; best epochs "
                  f"{','.join(str(r.best_epoch) if r.best_epoch is not None else '?' for r in rs)})"
                  for c, rs in study.runs.items()) + ".", "",
@@ -481,6 +481,19 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
     path = out / "study.md"
     atomic_write_text(path, "\n".join(lines))
     return path
+
+
+def _platforms_note(runs: Mapping[str, Sequence[StudyRun]]) -> str:
+    """Which CPU kinds trained the runs: the same seed drifts from one kind to another (docs/training.md)."""
+    kinds: dict[str, int] = {}
+    for run in (r for rs in runs.values() for r in rs):
+        platform = (read_metrics(run.path) or {}).get("platform") or {}
+        kind = (f"{platform.get('cuda') or platform.get('cpu')} ({platform.get('cpu_capability')} kernels, "
+                f"{platform.get('threads')} threads)") if platform else "not recorded"
+        kinds[kind] = kinds.get(kind, 0) + 1
+    if list(kinds) == ["not recorded"]:
+        return ""
+    return "; trained on " + ", ".join(f"{kind}: {n} run{'' if n == 1 else 's'}" for kind, n in sorted(kinds.items()))
 
 
 def _run_commit(path: Path) -> str | None:

@@ -173,6 +173,15 @@ def test_aggregate_study_command_writes_the_tables_and_fails_clearly(tmp_path, c
     assert "no finished run" in capsys.readouterr().err
 
 
+def test_the_header_names_the_cpu_kinds_that_trained_the_runs(tmp_path):
+    write_run(tmp_path / "sweep", "baseline", 1, BASE, 0.9)
+    recorded = write_run(tmp_path / "sweep", "baseline", 2, BASE, 0.9) / "metrics.json"
+    platform = {"torch": "2.13.0", "cpu": "Some Xeon", "cpu_capability": "AVX512", "threads": 2, "cuda": None}
+    recorded.write_text(json.dumps({**json.loads(recorded.read_text()), "platform": platform}))
+    header = run_study(tmp_path / "sweep", tmp_path / "out", n_boot=20).read_text().splitlines()[2]
+    assert "trained on Some Xeon (AVX512 kernels, 2 threads): 1 run, not recorded: 1 run" in header
+
+
 def test_one_seed_a_side_makes_no_claim(tmp_path):
     """From one seed a difference's interval covers the names only: it says nothing of another training run."""
     write_run(tmp_path, "baseline", 1, BASE, 0.90)
