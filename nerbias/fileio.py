@@ -220,7 +220,7 @@ def code_version() -> dict[str, Any]:
 def numeric_platform() -> dict[str, Any]:
     """What float arithmetic depends on besides the code and the seed: the same commit and seed give
     bit-identical training on one kind of CPU, but torch, MKL and oneDNN pick kernels by instruction set,
-    so another CPU rounds differently and the trajectory drifts (docs/training.md, "Reproducibility")."""
+    so another CPU rounds differently and the trajectory drifts (docs/training.md, "Same seed, same result")."""
     import platform
 
     import torch

@@ -416,7 +416,7 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
     first = study.runs[next(iter(study.runs))][0]
     labels = sorted(p.name for p in (first.path / "bias").iterdir() if (p / "metrics.json").is_file()) \
         if (first.path / "bias").is_dir() else []
-    commits = sorted({c for rs in study.runs.values() for r in rs if (c := _run_commit(r.path))})
+    commits = sorted({r.commit for rs in study.runs.values() for r in rs if r.commit})
     lines = ["# Mitigation study", "",
              f"Sweep: `{sweep_name or sweep_dir.name}`" + (f", code at commit {', '.join(commits)}" if commits else "")
              + _platforms_note(study.runs) + ". Finished runs: " + ", ".join(
@@ -487,19 +487,13 @@ def _platforms_note(runs: Mapping[str, Sequence[StudyRun]]) -> str:
     """Which CPU kinds trained the runs: the same seed drifts from one kind to another (docs/training.md)."""
     kinds: dict[str, int] = {}
     for run in (r for rs in runs.values() for r in rs):
-        platform = (read_metrics(run.path) or {}).get("platform") or {}
+        platform = run.platform or {}
         kind = (f"{platform.get('cuda') or platform.get('cpu')} ({platform.get('cpu_capability')} kernels, "
                 f"{platform.get('threads')} threads)") if platform else "not recorded"
         kinds[kind] = kinds.get(kind, 0) + 1
     if list(kinds) == ["not recorded"]:
         return ""
     return "; trained on " + ", ".join(f"{kind}: {n} run{'' if n == 1 else 's'}" for kind, n in sorted(kinds.items()))
-
-
-def _run_commit(path: Path) -> str | None:
-    metrics = read_metrics(path) or {}
-    commit = (metrics.get("code") or {}).get("commit")
-    return str(commit)[:12] if commit else None
 
 
 __all__ = ["CONLL_METRICS", "Figures", "HEADLINE", "Study", "StudyRun", "census_figures", "claims_family",

@@ -31,6 +31,8 @@ class StudyRun:
     conll: dict[str, float]
     best_epoch: int | None = None   # 1-based, as metrics.json records it
     epochs: int | None = None
+    commit: str | None = None       # the code that trained it (metrics.json "code")
+    platform: dict | None = None    # the CPU or GPU kind it trained on (metrics.json "platform")
 
 
 @dataclass
@@ -60,7 +62,9 @@ def find_study(sweep_dir: str | Path, condition_key: str = "condition") -> Study
         runs.setdefault(str(condition), []).append(StudyRun(
             str(condition), int(select(config, "seed")), path, conll,
             int(recorded["best_epoch"]) if "best_epoch" in recorded else None,
-            int(recorded["epochs"]) if "epochs" in recorded else None))
+            int(recorded["epochs"]) if "epochs" in recorded else None,
+            str(metrics["code"]["commit"])[:12] if (metrics.get("code") or {}).get("commit") else None,
+            metrics.get("platform") or None))
     if not runs:
         raise NerbiasError(f"{sweep_dir}: no finished run with a '{condition_key}' in its config")
     for members in runs.values():
