@@ -47,7 +47,7 @@ from nerbias.reporting.debias_table import diagnostics_section
 from nerbias.reporting.place_names import (PLACE_RECALL, UNAMBIGUOUS_SUFFIX, WATCHED_NAMES, WATCHED_PREFIX,
                                            goal_frame, goal_section, place_recall_statistic, read_profile,
                                            unambiguous_tables, watched_name_statistics)
-from nerbias.reporting.runs import load_run, read_metrics
+from nerbias.reporting.runs import load_run
 from nerbias.reporting.study_runs import (CONLL_METRICS, Figures, Study, StudyRun, add_conll_statistics, census_figures,
                                           find_study, seed_ids)
 from nerbias.reporting.tables import markdown_table
