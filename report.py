@@ -53,7 +53,9 @@ def check_arguments(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from nerbias.reporting.options import CENSUS_N_BOOT, DEFAULT_CONFIDENCE, DEFAULT_N_BOOT, DEFAULT_N_PERMUTATIONS
+    from nerbias.reporting.options import (AMBIGUITY_N_BOOT, CENSUS_N_BOOT, DEFAULT_CONFIDENCE, DEFAULT_N_BOOT,
+                                          DEFAULT_N_PERMUTATIONS)
+    from nerbias.data.ambiguity import AmbiguityRule  # the rule's defaults, stated once
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dirs", nargs="+", help="evaluate.py run directories (seeds of one model, or census runs)")
@@ -70,14 +72,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--ssa", help="SSA names folder or names.zip (default: the run's corpus.ssa)")
     parser.add_argument("--predictions", help="published census predictions folder (default: the run's tagger.path)")
     parser.add_argument("--checkpoint", help="nerbias checkpoint: adds the t-SNE of the names' word vectors")
-    parser.add_argument("--ambiguity-min-typed", type=int, default=1,
+    parser.add_argument("--ambiguity-min-typed", type=int, default=AmbiguityRule.min_typed,
                         help="a name is ambiguous when typed --ambiguity-types this often in CoNLL-03 train ...")
-    parser.add_argument("--ambiguity-types", default="LOC,ORG,MISC", help="... as these types (comma-separated)")
-    parser.add_argument("--ambiguity-casing", default="exact", choices=["exact", "lower"],
+    parser.add_argument("--ambiguity-types", default=",".join(AmbiguityRule.types), help="... as these types (comma-separated)")
+    parser.add_argument("--ambiguity-casing", default=AmbiguityRule.casing, choices=["exact", "lower"],
                         help="... counting the exact-case or the lower-cased token")
     parser.add_argument("--ambiguity-no-gazetteer", action="store_true",
                         help="do not also count GeoNames places as ambiguous")
-    parser.add_argument("--ambiguity-boot", type=int, default=1000,
+    parser.add_argument("--ambiguity-boot", type=int, default=AMBIGUITY_N_BOOT,
                         help="bootstrap replicates (over names) of the ambiguity regression")
     parser.add_argument("--wandb-mode", default="disabled", choices=["disabled", "offline", "online", "auto"],
                         help="log the report to W&B too (default: disabled)")

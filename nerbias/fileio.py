@@ -217,10 +217,11 @@ def code_version() -> dict[str, Any]:
     return {"commit": commit, "dirty": bool(status.strip())}
 
 
-def numeric_platform() -> dict[str, Any]:
+def numeric_platform(device: Any = "cpu") -> dict[str, Any]:
     """What float arithmetic depends on besides the code and the seed: the same commit and seed give
     bit-identical training on one kind of CPU, but torch, MKL and oneDNN pick kernels by instruction set,
-    so another CPU rounds differently and the trajectory drifts (docs/training.md, "Same seed, same result")."""
+    so another CPU rounds differently and the trajectory drifts (docs/training.md, "Same seed, same result").
+    ``cuda`` names the GPU only when ``device`` (where the computation runs) is one."""
     import platform
 
     import torch
@@ -231,9 +232,10 @@ def numeric_platform() -> dict[str, Any]:
             cpu = next((line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")), cpu)
     except OSError:
         pass
-    return {"torch": torch.__version__, "cpu": cpu, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+    return {"torch": str(torch.__version__), "cpu": cpu,  # plain str: checkpoints load with weights_only=True
+            "cpu_capability": str(torch.backends.cpu.get_cpu_capability()),
             "threads": torch.get_num_threads(),
-            "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
+            "cuda": torch.cuda.get_device_name(device) if torch.device(device).type == "cuda" else None}
 
 
 def read_utf8_text(path: str | Path, what: str, byte_order_mark: bool = True) -> str:

@@ -98,6 +98,9 @@ PATHS_KEYS = ("data_dir", "log_dir", "output_dir")
 AUGMENT_KEYS = ("lowercase", "names", "entity_mask", "adversarial", "adversarial_context", "name_pool", "ambiguity",
                 "pool_exclude")
 BIAS_EVAL_KEYS = ("corpora", "lowercase", "tagger", "metrics", "name_profile", "report")
+# A paper run's report always reads the run's own best checkpoint (pipeline.render_run_report): a
+# ``checkpoint`` set in the config would be read by nothing.
+REPORT_KEYS = tuple(key for key in ReportOptions.__dataclass_fields__ if key != "checkpoint")
 
 
 def config_reads(cfg: DictConfig) -> dict[str, tuple[str, ...]]:
@@ -117,7 +120,7 @@ def config_reads(cfg: DictConfig) -> dict[str, tuple[str, ...]]:
              "embeddings": ("kind", "coverage_names"), "tagger": ("kind",), "logger": ("kind",),
              "metrics": METRICS_KEYS, "name_profile": PROFILE_KEYS, "bias_eval": BIAS_EVAL_KEYS,
              "bias_eval.tagger": ("kind",), "bias_eval.metrics": METRICS_KEYS,
-             "bias_eval.name_profile": PROFILE_KEYS, "bias_eval.report": tuple(ReportOptions.__dataclass_fields__)}
+             "bias_eval.name_profile": PROFILE_KEYS, "bias_eval.report": REPORT_KEYS}
     if "corpus" in cfg:
         reads["corpus"] = corpus(cfg.corpus)
     for label, node in (OmegaConf.select(cfg, "bias_eval.corpora", default=None) or {}).items():

@@ -60,6 +60,12 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     folder = Path(argv[0])
+    needed = [folder / "claims.csv", *sorted({folder / f"study_{corpus}.csv" for corpus, *_ in OLD_CLAIMS})]
+    missing = [str(path) for path in needed if not path.is_file()]
+    if missing:  # before any row is printed
+        print(f"error: {', '.join(missing)}: not found (write them with aggregate.py --study <sweep> -o "
+              f"{folder})", file=sys.stderr)
+        return 2
     claims = pd.read_csv(folder / "claims.csv")
     print("| first sweep's claim | condition | seeds | now | verdict |")
     print("|---|---|---|---|---|")
@@ -70,7 +76,7 @@ def main(argv: list[str]) -> int:
             print(f"| {old} | {condition} | – | not in this study | – |")
             continue
         row = rows.iloc[0]
-        # CoNLL F1 is one figure for every corpus: the family holds it once, under the first corpus it met
+        # CoNLL F1 is one figure for every corpus: the family holds it once per condition (study.claims_family)
         same_corpus = claims["corpus"] == corpus if metric not in CONLL_METRICS else True
         claim = claims[same_corpus & (claims["condition"] == condition) & (claims["metric"] == metric)]
         verdict = "no claim"

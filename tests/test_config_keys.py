@@ -60,6 +60,7 @@ def checked(config_name: str, overrides: list[str]) -> str:
     ("evaluate", ["tagger.path=x", "+metrics.std_dof=1"], r"^metrics\.std_dof: .*std_ddof"),
     ("evaluate", ["tagger.path=x", "+name_profile.conll_tran=x"], r"^name_profile\.conll_tran: .*conll_train"),
     ("train", ["experiment=paper", "+bias_eval.name_profile.conll_tran=x"], r"^bias_eval\.name_profile\.conll_tran: "),
+    ("train", ["experiment=paper", "+bias_eval.report.checkpoint=x"], r"^bias_eval\.report\.checkpoint: "),
 ])
 def test_a_key_no_code_reads_is_named_with_what_its_group_takes(config_name, overrides, message):
     assert re.search(message, checked(config_name, overrides))

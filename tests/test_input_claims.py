@@ -107,6 +107,8 @@ def test_report_on_a_per_name_csv_without_its_columns_is_an_error_naming_it(name
     (["--n-permutations", "0"], "--n-permutations 0: must be an integer >= 1"),
     (["--n-boot", "-3"], "--n-boot -3: must be an integer >= 1"),
     (["--confidence", "95"], "--confidence 95.0: must be a level between 0 and 1, e.g. 0.95"),
+    (["--ambiguity-boot", "0"], "--ambiguity-boot 0: must be an integer >= 1"),
+    (["--seed", "-1"], "--seed -1: must be an integer >= 0"),
     (["--census-years", "18x0-1900"], "--census-years '18x0-1900': '18x0-1900' is not a year or a range FIRST-LAST "
                                       "(e.g. 1880-1900,1950,2018)"),
     (["--census-years", "1900-1880"], "--census-years '1900-1880': the range '1900-1880' is empty"),

@@ -35,6 +35,7 @@ TARGET_OWNERS = {"embeddings": WordVectors, "logger": WandbLogger, "tagger": Tra
     (lambda: WordVectors(debias="soft"), "embeddings.debias='soft': must be null or hard"),
     (lambda: NameStatistics(confidence_over="some"), "metrics.confidence_over='some': must be recognised or all"),
     (lambda: ReportOptions(confidence=95), "bias_eval.report.confidence=95: must be a level between 0 and 1"),
+    (lambda: ReportOptions(ambiguity_boot=0), "bias_eval.report.ambiguity_boot=0: must be an integer >= 1"),
     (lambda: WandbLogger(project="p", mode="loud"), "logger.mode='loud': must be auto, online, offline, disabled"),
 ])
 def test_a_class_refuses_on_construction_what_its_config_key_may_not_be(build, message):

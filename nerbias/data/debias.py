@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 
+from nerbias.data.embeddings import keyed_vectors, unit_rows
 from nerbias.errors import NerbiasError
 
 if TYPE_CHECKING:  # gensim takes 0.7 s to import: only runs that de-bias or normalise vectors pay it
@@ -46,22 +47,11 @@ def load_sets(path: str | Path = SETS_PATH) -> dict[str, Any]:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
-def unit_rows(vectors: np.ndarray) -> np.ndarray:
-    """Each row scaled to unit length (a zero row stays zero)."""
-    return vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
-
-
-def _keyed(words: Sequence[str], vectors: np.ndarray) -> KeyedVectors:
-    from gensim.models import KeyedVectors
-
-    keyed = KeyedVectors(vector_size=vectors.shape[1], dtype=np.float32)
-    keyed.add_vectors(list(words), vectors.astype(np.float32))
-    return keyed
 
 
 def normalized(keyed: KeyedVectors) -> KeyedVectors:
     """A copy of ``keyed`` with every vector at unit length (``embeddings.normalize=true``)."""
-    return _keyed(keyed.index_to_key, unit_rows(keyed.vectors.astype(np.float64)))
+    return keyed_vectors(keyed.index_to_key, unit_rows(keyed.vectors.astype(np.float64)))
 
 
 def _present(keyed: KeyedVectors, sets: Iterable[Sequence[str]]) -> list[list[str]]:
@@ -206,4 +196,4 @@ def hard_debias(keyed: KeyedVectors, sets: dict[str, Any] | None = None, neutral
     for words in equality_classes(gender + race):
         rows = [index[w] for w in words]
         vectors[rows] = equalise(vectors, rows, subspace)
-    return _keyed(keyed.index_to_key, vectors), subspace, definitional
+    return keyed_vectors(keyed.index_to_key, vectors), subspace, definitional

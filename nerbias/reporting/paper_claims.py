@@ -26,11 +26,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from nerbias.reporting.intervals import COVERS_BOTH, COVERS_SEEDS
 from nerbias.reporting.place_names import UNAMBIGUOUS_SUFFIX
+from nerbias.reporting.study_runs import NAME_CORPORA, RACE_GAP_PREFIX
 from nerbias.reporting.tables import markdown_table
 from nerbias.reporting.uncertainty import holm
 
-NAME_CORPORA = ("winogender", "insitu")
 WHITE_BEST, NO_HELP, FEMALE_NOT_PERSON = ("White names are recognised best (Mishra et al.)",
                                           "de-biasing does not help (Mishra et al.)",
                                           "female names are more often not PERSON (Mehrabi et al.)")
@@ -52,7 +53,7 @@ def paper_claims(frames: dict[str, pd.DataFrame], family: pd.DataFrame, baseline
     rows: list[dict[str, Any]] = []
     for corpus in NAME_CORPORA:
         for suffix, descriptive in (("", False), (UNAMBIGUOUS_SUFFIX, True)):
-            for row in _rows(frames.get(corpus + suffix), baseline, "White - ").to_dict("records"):
+            for row in _rows(frames.get(corpus + suffix), baseline, RACE_GAP_PREFIX).to_dict("records"):
                 rows.append({"claim": WHITE_BEST, "corpus": corpus + suffix, "condition": baseline, "figure": row["metric"],
                              "descriptive": descriptive, **_level(row)})
     for row in _rows(frames.get("census"), baseline, metric="female_male_type1_w_gap").to_dict("records"):
@@ -76,7 +77,7 @@ def _level(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _covers_seeds(covers: Any) -> bool:
-    return isinstance(covers, str) and "seeds" in covers
+    return covers in (COVERS_BOTH, COVERS_SEEDS)
 
 
 def _level_verdict(row: dict[str, Any], alpha: float) -> str:

@@ -48,27 +48,22 @@ from nerbias.reporting.place_names import (PLACE_RECALL, UNAMBIGUOUS_SUFFIX, WAT
                                            goal_frame, goal_section, place_recall_statistic, read_profile,
                                            unambiguous_tables, watched_name_statistics)
 from nerbias.reporting.runs import load_run
-from nerbias.reporting.study_runs import (CONLL_METRICS, Figures, Study, StudyRun, add_conll_statistics, census_figures,
-                                          find_study, seed_ids)
+from nerbias.reporting.study_runs import (CONLL_METRICS, NAME_CORPORA, RACE_GAP_PREFIX, REFERENCE_RACE, Figures, Study,
+                                          StudyRun, add_conll_statistics, census_figures, find_study, race_gap_metric,
+                                          seed_ids)
 from nerbias.reporting.tables import markdown_table
 from nerbias.reporting.intervals import (COVERS_NAMES, ONE_SEED, Interval, SeedNoise, Statistic, difference_covers,
                                          difference_replicates, gap_interval, inflate, noise_floor, ratio_statistic,
                                          replicates)
+from nerbias.reporting.options import STUDY_CENSUS_BOOT, STUDY_N_BOOT
 from nerbias.reporting.uncertainty import DEFAULT_CONFIDENCE, NameTable, holm, split_group
 
 log = logging.getLogger(__name__)
 
-NAME_CORPORA = ("winogender", "insitu")
-CENSUS_BOOT = 2000  # the census draws are (units x replicates) matrices: ~30k units a sex
 CALIBRATION_PREFIX = "calibration: "
-REFERENCE_RACE = "White"  # race gaps are the White names' accuracy minus each other race's
 OOV_SUFFIX = "_oov"  # the OOV name set's evaluations: bias_eval.corpora.<corpus>_oov
 
 
-
-
-def race_gap_metric(race: str) -> str:
-    return f"{REFERENCE_RACE} - {race}"
 
 
 def _between(first: Statistic, second: Statistic, size: int) -> Statistic:
@@ -88,7 +83,7 @@ def _name_statistics(table: NameTable, members: dict[str, np.ndarray], draws: di
     pooled: dict[str, list[str]] = {"ALL": list(members), "Female": [], "Male": []}
     for group, idx in members.items():
         out.add(group, ratio_statistic(rec, sen, idx, draws[group], seeds, len(idx)))
-        gender = "Female" if group.endswith("Female") else "Male" if group.endswith("Male") else None
+        gender = split_group(group)[1]
         if gender:
             pooled[gender].append(group)
     for key, groups in pooled.items():
@@ -309,7 +304,7 @@ def corpus_section(frame: pd.DataFrame, title: str, baseline: str | None) -> lis
     frame = _value_column(frame)
     summary = [m for m in SUMMARY_COLUMNS if m in set(frame["metric"])]
     calibration = [m for m in dict.fromkeys(frame["metric"]) if m.startswith(CALIBRATION_PREFIX)]
-    race_gaps = [m for m in dict.fromkeys(frame["metric"]) if m.startswith(f"{REFERENCE_RACE} - ")]
+    race_gaps = [m for m in dict.fromkeys(frame["metric"]) if m.startswith(RACE_GAP_PREFIX)]
     groups = [m for m in dict.fromkeys(frame["metric"]) if m not in SUMMARY_COLUMNS and m not in ("Female", "Male")
               and m not in calibration and m not in race_gaps]
     lines = [f"## {title}", "", markdown_table(display_table(frame, summary, titles=SUMMARY_COLUMNS)), ""]
@@ -341,21 +336,23 @@ def claims_family(frames: dict[str, pd.DataFrame], baseline: str, alpha: float) 
 
     Adds ``p_holm`` and ``holds`` to the rows of ``frames`` in place and returns the family."""
     rows = []
-    conll_done = False
+    conll_claimed: set[tuple[str, str]] = set()  # every corpus repeats the CoNLL figures: one claim each
     for label, frame in frames.items():
         kind = corpus_kind(label)
-        wanted = list(HEADLINE.get(kind, ())) if kind else []
-        if kind and not conll_done:
-            wanted += list(HEADLINE["conll"])
-            conll_done = True
-        if "p_value" not in frame:
+        if not kind or "p_value" not in frame:
             continue
         for index, row in frame.iterrows():  # a difference from one seed a side covers the names only: no claim
-            if row["condition"] != baseline and row["metric"] in wanted and not pd.isna(row["p_value"]) \
-                    and row.get("diff_covers") != COVERS_NAMES:
-                rows.append({"corpus": label, "index": index, "condition": row["condition"], "metric": row["metric"],
-                             "diff": row["diff"], "diff_low": row["diff_low"], "diff_high": row["diff_high"],
-                             "diff_covers": row["diff_covers"], "p_value": row["p_value"]})
+            if row["condition"] == baseline or pd.isna(row["p_value"]) or row.get("diff_covers") == COVERS_NAMES:
+                continue
+            if row["metric"] in HEADLINE["conll"]:
+                if (row["condition"], row["metric"]) in conll_claimed:
+                    continue
+                conll_claimed.add((row["condition"], row["metric"]))
+            elif row["metric"] not in HEADLINE[kind]:
+                continue
+            rows.append({"corpus": label, "index": index, "condition": row["condition"], "metric": row["metric"],
+                         "diff": row["diff"], "diff_low": row["diff_low"], "diff_high": row["diff_high"],
+                         "diff_covers": row["diff_covers"], "p_value": row["p_value"]})
     family = pd.DataFrame(rows, columns=["corpus", "index", "condition", "metric", "diff", "diff_low", "diff_high",
                                          "diff_covers", "p_value"])
     family["p_holm"] = holm(family["p_value"].to_numpy()) if len(family) else []
@@ -390,7 +387,7 @@ def claims_section(family: pd.DataFrame, alpha: float) -> list[str]:
 
 
 def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, baseline: str = "baseline",
-              n_boot: int = 10000, census_boot: int = CENSUS_BOOT, seed: int = 0, ddof: int = 0,
+              n_boot: int = STUDY_N_BOOT, census_boot: int = STUDY_CENSUS_BOOT, seed: int = 0, ddof: int = 0,
               condition_key: str = "condition", confidence: float = DEFAULT_CONFIDENCE,
               floor_permutations: int = 1000, name_profile: str | Path | None = None,
               ambiguity: AmbiguityRule = AmbiguityRule(), sweep_name: str | None = None) -> Path:
@@ -465,31 +462,35 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
         raise NerbiasError(f"{sweep_dir}: the runs hold no finished bias evaluation")
     family = claims_family(frames, baseline, 1 - confidence)
     for label, frame in frames.items():
-        write_csv(out / f"study_{label}.csv", frame, float_format="%.17g")  # every digit: the figures are exact
         corpus, lower = parse_corpus_label(label)
         lines += corpus_section(frame, titles.get(label) or corpus_title(corpus, lower),
                                 baseline if has_baseline[label] else None)
-    write_csv(out / "claims.csv", family, float_format="%.17g")
     lines += claims_section(family, 1 - confidence)
     papers = paper_claims(frames, family, baseline, 1 - confidence, margin=NO_HELP_MARGIN)
-    write_csv(out / "paper_claims.csv", papers, float_format="%.17g")
     lines += paper_claims_section(papers, 1 - confidence, margin=NO_HELP_MARGIN)
     goal = goal_frame(frames, baseline, GAP)
-    write_csv(out / "goal.csv", goal, float_format="%.17g")
     lines += goal_section(goal, baseline)
     lines += diagnostics_section(study.runs)
+    # Everything computed, then written, study.md last and an earlier one removed first: tables left by
+    # a failed write never sit beside a study.md that looks final.
     path = out / "study.md"
+    path.unlink(missing_ok=True)
+    tables = {f"study_{label}.csv": frame for label, frame in frames.items()}
+    for name, table in {**tables, "claims.csv": family, "paper_claims.csv": papers, "goal.csv": goal}.items():
+        write_csv(out / name, table, float_format="%.17g")  # every digit: the figures are exact
     atomic_write_text(path, "\n".join(lines))
     return path
 
 
 def _platforms_note(runs: Mapping[str, Sequence[StudyRun]]) -> str:
     """Which CPU kinds trained the runs: the same seed drifts from one kind to another (docs/training.md)."""
+    def described(platform: Mapping[str, Any]) -> str:
+        return (f"{platform.get('cuda') or platform.get('cpu')} ({platform.get('cpu_capability')} kernels, "
+                f"{platform.get('threads')} threads)")
+
     kinds: dict[str, int] = {}
-    for run in (r for rs in runs.values() for r in rs):
-        platform = run.platform or {}
-        kind = (f"{platform.get('cuda') or platform.get('cpu')} ({platform.get('cpu_capability')} kernels, "
-                f"{platform.get('threads')} threads)") if platform else "not recorded"
+    for run in (r for rs in runs.values() for r in rs):  # a run resumed on another kind: "A resumed on B"
+        kind = " resumed on ".join(map(described, run.platforms)) if run.platforms else "not recorded"
         kinds[kind] = kinds.get(kind, 0) + 1
     if list(kinds) == ["not recorded"]:
         return ""

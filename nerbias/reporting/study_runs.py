@@ -19,6 +19,16 @@ from nerbias.fileio import RESOLVED_CONFIG
 from nerbias.reporting.intervals import Statistic, inflate
 from nerbias.reporting.runs import Run, is_hydra_run, load_run, read_metrics, saved_config, select
 
+NAME_CORPORA = ("winogender", "insitu")  # the corpora that fill templates with the names of the groups
+REFERENCE_RACE = "White"  # race gaps are the White names' accuracy minus each other race's
+RACE_GAP_PREFIX = f"{REFERENCE_RACE} - "
+
+
+def race_gap_metric(race: str) -> str:
+    """The metric name of the reference race's accuracy minus ``race``'s: ``White - Black``."""
+    return RACE_GAP_PREFIX + race
+
+
 CONLL_METRICS = {"test_f1": "CoNLL test F1", "test_lower_f1": "CoNLL test F1 (lower-cased)",
                  "test_span_ece": "CoNLL test span ECE"}
 
@@ -32,7 +42,9 @@ class StudyRun:
     best_epoch: int | None = None   # 1-based, as metrics.json records it
     epochs: int | None = None
     commit: str | None = None       # the code that trained it (metrics.json "code")
-    platform: dict | None = None    # the CPU or GPU kind it trained on (metrics.json "platform")
+    # the kinds of CPU or GPU it trained on, one per change across resumed attempts (metrics.json "platforms";
+    # "platform" alone in runs trained before attempts were recorded); empty: not recorded
+    platforms: list[dict] = field(default_factory=list)
 
 
 @dataclass
@@ -64,7 +76,7 @@ def find_study(sweep_dir: str | Path, condition_key: str = "condition") -> Study
             int(recorded["best_epoch"]) if "best_epoch" in recorded else None,
             int(recorded["epochs"]) if "epochs" in recorded else None,
             str(metrics["code"]["commit"])[:12] if (metrics.get("code") or {}).get("commit") else None,
-            metrics.get("platform") or None))
+            list(metrics.get("platforms") or ([metrics["platform"]] if metrics.get("platform") else []))))
     if not runs:
         raise NerbiasError(f"{sweep_dir}: no finished run with a '{condition_key}' in its config")
     for members in runs.values():
@@ -197,5 +209,5 @@ def census_figures(study: Study, label: str, n_boot: int, seed: int) -> dict[str
     return out
 
 
-__all__ = ["CONLL_METRICS", "Figures", "Study", "StudyRun", "add_conll_statistics", "census_figures", "find_study",
-           "seed_ids"]
+__all__ = ["CONLL_METRICS", "NAME_CORPORA", "RACE_GAP_PREFIX", "REFERENCE_RACE", "Figures", "Study", "StudyRun",
+           "add_conll_statistics", "census_figures", "find_study", "race_gap_metric", "seed_ids"]

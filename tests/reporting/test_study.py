@@ -171,6 +171,9 @@ def test_aggregate_study_command_writes_the_tables_and_fails_clearly(tmp_path, c
     (tmp_path / "empty").mkdir()
     assert main(["--study", str(tmp_path / "empty")]) == 2
     assert "no finished run" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:  # refused before any file is read
+        main(["--study", str(tmp_path / "sweep"), "--census-boot", "0"])
+    assert exit_.value.code == 2 and "--census-boot 0: must be an integer >= 1" in capsys.readouterr().err
 
 
 def test_the_header_names_the_cpu_kinds_that_trained_the_runs(tmp_path):
@@ -180,6 +183,11 @@ def test_the_header_names_the_cpu_kinds_that_trained_the_runs(tmp_path):
     recorded.write_text(json.dumps({**json.loads(recorded.read_text()), "platform": platform}))
     header = run_study(tmp_path / "sweep", tmp_path / "out", n_boot=20).read_text().splitlines()[2]
     assert "trained on Some Xeon (AVX512 kernels, 2 threads): 1 run, not recorded: 1 run" in header
+    other = {**platform, "cpu": "Some EPYC", "cpu_capability": "AVX2"}  # killed there, resumed on the Xeon
+    recorded.write_text(json.dumps({**json.loads(recorded.read_text()), "platforms": [other, platform]}))
+    header = run_study(tmp_path / "sweep", tmp_path / "out", n_boot=20).read_text().splitlines()[2]
+    assert ("Some EPYC (AVX2 kernels, 2 threads) resumed on Some Xeon (AVX512 kernels, 2 threads): 1 run"
+            in header)
 
 
 def test_one_seed_a_side_makes_no_claim(tmp_path):
@@ -194,3 +202,22 @@ def test_one_seed_a_side_makes_no_claim(tmp_path):
     run_study(tmp_path, tmp_path / "out2", n_boot=200)
     claims = pd.read_csv(tmp_path / "out2" / "claims.csv")
     assert set(claims["metric"]) == {"ALL", "female_male_gap", "test_f1"} and (claims["diff_covers"] != "names").all()
+
+
+def test_conll_f1_is_one_claim_per_condition_from_any_corpus_that_holds_the_condition(tmp_path):
+    """The census sorts first; a condition without a census evaluation still has its CoNLL F1 claim,
+    taken once (from the Winogender table), and a condition with both corpora has it once too."""
+    ssa = tmp_path / "ssa"
+    ssa.mkdir()
+    for year in (2017, 2018):
+        (ssa / f"yob{year}.txt").write_text(SSA)
+    labels = {"Aisha": "LOC", "Emily": "PERSON", "Anne": "", "Greg": "PERSON", "John": "PERSON", "Todd": "ORG"}
+    for seed in (1, 2):
+        write_run(tmp_path / "sweep", "baseline", seed, BASE, 0.90, census_labels=labels, ssa=ssa)
+        write_run(tmp_path / "sweep", "both", seed, BASE, 0.91 + seed / 100, census_labels=labels, ssa=ssa)
+        write_run(tmp_path / "sweep", "names_only", seed, BASE, 0.92 + seed / 100)
+    run_study(tmp_path / "sweep", tmp_path / "out", n_boot=50, census_boot=20)
+    claims = pd.read_csv(tmp_path / "out" / "claims.csv")
+    f1 = claims[claims["metric"] == "test_f1"]
+    assert sorted(f1["condition"]) == ["both", "names_only"]
+    assert f1.set_index("condition").loc["names_only", "corpus"] == "winogender"

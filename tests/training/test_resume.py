@@ -153,6 +153,8 @@ def test_ctrl_c_is_one_line_exit_130_and_the_run_resumes(reference, tmp_path, mo
         return real_evaluate(tagger, sentences, batch_size, description, **kwargs)
 
     monkeypatch.setattr(trainer, "evaluate_split", ctrl_c_in_epoch_2)
+    other_kind = {**trainer.numeric_platform(), "cpu": "Another CPU", "cpu_capability": "AVX2"}
+    monkeypatch.setattr(trainer, "numeric_platform", lambda device: other_kind)  # the first attempt's machine
     cfg = compose_config("train", tiny_train_overrides(data_dir) + [f"paths.output_dir={out}"])
     with pytest.raises(SystemExit) as stopped:
         run_or_exit(run_training, cfg, out, log_name="train")
@@ -163,6 +165,9 @@ def test_ctrl_c_is_one_line_exit_130_and_the_run_resumes(reference, tmp_path, mo
     monkeypatch.undo()
     train(data_dir, out, ["trainer.resume=true"])
     assert saved(out) == expected
+    # the study says which runs were resumed on another kind of CPU (their trajectories drift apart)
+    record = json.loads((out / "metrics.json").read_text())
+    assert record["platforms"] == [other_kind, record["platform"]] and record["platform"]["cpu"] != "Another CPU"
 
 
 @pytest.mark.slow

@@ -34,6 +34,8 @@ def test_run_directory_has_metrics_checkpoints_and_predictions(tiny_trained_run)
     assert record["platform"]["torch"] == torch.__version__
     assert record["platform"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert record["platform"]["threads"] == 1  # tiny_trained_run trains on one thread
+    assert record["platform"]["cuda"] is None  # trained on the CPU, whatever GPU the machine has
+    assert record["platforms"] == [record["platform"]]  # one attempt
     for key in ("dev_f1", "test_f1", "test_f1_PER", "test_f1_LOC", "test_f1_ORG", "test_f1_MISC"):
         assert 0.0 <= saved[key] <= 1.0
     for name in ("best.pt", "last.pt"):
