@@ -7,8 +7,9 @@ binomial. The estimand is the expectation over seeds for the population of names
 large Monte-Carlo draw of the same model. The real estimator (``names_corpus_figures`` and the interval
 functions ``aggregate.py --study`` uses) runs on every simulated study, and the nominal 95 % intervals
 must hold the truth in 0.93-0.97 of the studies (500 per seed count, so the Monte-Carlo standard error of a
-coverage is about 0.01). A control shows the test can fail: the old percentile bootstrap over 3 seeds
-covers a seed-only figure far less often.
+coverage is about 0.01). A condition with fewer seeds than the baseline (2 against 3, the Welch path)
+must not undercover. A control shows the test can fail: the old percentile bootstrap over 3 seeds covers a
+seed-only figure far less often.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ def true_group_means(mu: np.ndarray, rng: np.random.Generator, draws: int = 400_
                      + place_share * PLACE_ACCURACY for m in mu])
 
 
-def simulate_study(rng: np.random.Generator, seeds: int, place_share: float = 0.0):
+def simulate_study(rng: np.random.Generator, seeds: int, place_share: float = 0.0, condition_seeds: int | None = None):
+    """``condition_seeds``: the condition trained with fewer seeds than the baseline (its seeds 1..k)."""
     names = len(GROUP_OF)
     name_effect = rng.normal(0, SD["name"], names)
     # the same names are places in both conditions (drawn only when asked: the other tests' studies stay as they were)
@@ -66,6 +68,12 @@ def simulate_study(rng: np.random.Generator, seeds: int, place_share: float = 0.
                                       recognised, {"accuracy": recognised / sentences})
         f1 = 0.90 + 0.1 * seed_effect + rng.normal(0, F1_SD, seeds)
         runs[condition] = [StudyRun(condition, s + 1, Path("."), {"test_f1": float(f1[s])}) for s in range(seeds)]
+    if condition_seeds is not None:  # seed i still shares its effect with the baseline's seed i
+        table = tables["condition"]
+        kept = slice(0, condition_seeds)
+        tables["condition"] = NameTable(table.names, table.groups, table.sentences[kept], table.recognised[kept],
+                                        {"accuracy": table.recognised[kept] / table.sentences[kept]})
+        runs["condition"] = runs["condition"][kept]
     return tables, runs
 
 
@@ -82,6 +90,10 @@ def study_intervals(tables, runs, seed: int) -> dict[str, Interval]:
     out["difference ALL"] = Interval.from_replicates(first.point - second.point,
                                                      difference_replicates(noise, first, second),
                                                      difference_covers(first, second), LEVEL)
+    first, second = cond.statistics["test_f1"], base.statistics["test_f1"]
+    out["difference f1"] = Interval.from_replicates(first.point - second.point,
+                                                    difference_replicates(noise, first, second),
+                                                    difference_covers(first, second), LEVEL)
     first, second = cond.statistics[GROUPS[-1]], base.statistics[GROUPS[-1]]
     out["difference worst group"] = Interval.from_replicates(first.point - second.point,
                                                              difference_replicates(noise, first, second),
@@ -102,7 +114,7 @@ def study_intervals(tables, runs, seed: int) -> dict[str, Interval]:
 def truth():
     rng = np.random.default_rng(2024)
     base, cond = true_group_means(MU, rng), true_group_means(MU + EFFECT, rng)
-    return {"f1": 0.90, "best group": base[0], "worst group": base[-1], "ALL": np.average(base, weights=SIZES),
+    return {"f1": 0.90, "difference f1": 0.0, "best group": base[0], "worst group": base[-1], "ALL": np.average(base, weights=SIZES),
             "difference ALL": np.average(cond - base, weights=SIZES), "difference worst group": cond[-1] - base[-1],
             "gap": base.max() - base.min(), "difference of gaps": (cond.max() - cond.min()) - (base.max() - base.min())}
 
@@ -118,6 +130,24 @@ def test_coverage_of_the_two_level_intervals_is_nominal(seeds, truth):
     coverage = {key: count / STUDIES for key, count in hits.items()}
     print(f"{seeds} seeds, {STUDIES} simulated studies: " + ", ".join(f"{k} {v:.3f}" for k, v in coverage.items()))
     assert all(0.93 <= value <= 0.97 for value in coverage.values()), coverage
+
+
+def test_coverage_of_unpaired_differences_two_seeds_against_three(truth):
+    """The study's state while a sweep runs: a condition with seeds 1-2 against a baseline with seeds 1-3.
+    The seeds do not match, so the differences take the Welch path (independent sides); with one degree of
+    freedom on the condition's side the intervals are wide, and must not undercover."""
+    rng = np.random.default_rng(23)
+    keys = ("difference f1", "difference ALL", "difference worst group")
+    hits = dict.fromkeys(keys, 0)
+    for study in range(STUDIES):
+        tables, runs = simulate_study(rng, 3, condition_seeds=2)
+        intervals = study_intervals(tables, runs, seed=study)
+        assert all(intervals[key].covers in ("seeds", "names+seeds") for key in keys)
+        for key in keys:
+            hits[key] += intervals[key].low <= truth[key] <= intervals[key].high
+    coverage = {key: count / STUDIES for key, count in hits.items()}
+    print(f"2 seeds against 3, {STUDIES} simulated studies: " + ", ".join(f"{k} {v:.3f}" for k, v in coverage.items()))
+    assert all(value >= 0.93 for value in coverage.values()), coverage
 
 
 def test_coverage_control_the_old_seed_bootstrap_undercovers():
