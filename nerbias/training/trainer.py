@@ -403,7 +403,7 @@ class Trainer:
         return path
 
     def finish(self, data: dict[str, list[Sentence]], history: list, logger: NullLogger,
-               platforms: list[dict[str, Any]] | None = None) -> dict[str, float]:
+               platforms: list[dict[str, Any]]) -> dict[str, float]:
         """Score the best checkpoint on the whole dev and test splits, and on test lower-cased
         (``test_lower_*``); write metrics, predictions, artifacts. ``platforms``: the kinds of processor
         the attempts trained on (metrics.json ``platforms``; ``platform`` is the one that finished)."""
@@ -427,10 +427,9 @@ class Trainer:
             metrics["test_span_ece"] = ece
         metrics["epochs"] = len(history)
         metrics["best_epoch"] = max(range(len(history)), key=lambda i: history[i]["dev_f1"]) + 1 if history else 0
-        platform = numeric_platform(self.device)
         atomic_write_json(self.output_dir / "metrics.json", {"metrics": metrics, "history": history,
-                                                             "code": code_version(), "platform": platform,
-                                                             "platforms": platforms or [platform],
+                                                             "code": code_version(), "platform": platforms[-1],
+                                                             "platforms": platforms,
                                                              "config_sha256": config_digest(self.run_config)})
         logger.summary(metrics)
         logger.artifact(model_artifact_name(self.run_name), "model", best_path)
