@@ -64,8 +64,6 @@ CALIBRATION_PREFIX = "calibration: "
 OOV_SUFFIX = "_oov"  # the OOV name set's evaluations: bias_eval.corpora.<corpus>_oov
 
 
-
-
 def _between(first: Statistic, second: Statistic, size: int) -> Statistic:
     """``first - second`` of two name pools of one condition: per seed, and per replicate (the pools' names
     are drawn independently, so the replicates' difference has the pools' summed variance)."""

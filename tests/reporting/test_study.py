@@ -221,3 +221,11 @@ def test_conll_f1_is_one_claim_per_condition_from_any_corpus_that_holds_the_cond
     f1 = claims[claims["metric"] == "test_f1"]
     assert sorted(f1["condition"]) == ["both", "names_only"]
     assert f1.set_index("condition").loc["names_only", "corpus"] == "winogender"
+
+
+def test_restating_the_claims_from_a_folder_without_the_study_tables_is_one_line_exit_2(tmp_path):
+    from helpers import run_script
+    result = run_script("scripts/restate_claims.py", [str(tmp_path)])
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"error: {tmp_path / 'claims.csv'}, ") and "not found" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
