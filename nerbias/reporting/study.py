@@ -334,9 +334,9 @@ def claims_family(frames: dict[str, pd.DataFrame], baseline: str, alpha: float) 
 
     Adds ``p_holm`` and ``holds`` to the rows of ``frames`` in place and returns the family."""
     rows = []
-    conll_claimed: set[tuple[str, str]] = set()  # every corpus repeats the CoNLL figures: one claim each
-    # ... taken from a census table last: it draws fewer replicates (census_boot), and the claim should be the
-    # interval the other tables, study.md and goal.csv print
+    # Every corpus table repeats the CoNLL figures: one claim each, from a census table only as a last resort
+    # (it draws fewer replicates, census_boot), so the claim is the interval study.md and goal.csv print.
+    conll_claimed: set[tuple[str, str]] = set()
     for label in sorted(frames, key=lambda label: corpus_kind(label) == "census"):
         frame = frames[label]
         kind = corpus_kind(label)
