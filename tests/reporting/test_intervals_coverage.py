@@ -188,3 +188,16 @@ def test_coverage_with_names_that_are_also_places_holds_for_paired_differences_o
     assert 0.93 <= coverage["difference ALL"] <= 0.97 and 0.93 <= coverage["difference worst group"] <= 0.97
     assert coverage["best group"] < 0.9 and coverage["worst group"] < 0.9 and coverage["gap"] < 0.7
     assert coverage["difference of gaps"] < 0.8  # max - min is not linear in the names: pairing does not save it
+
+
+def test_the_fast_chi2_quantile_is_scipys_to_the_bit():
+    """Every interval's t scale is ``sqrt(df / chi2_quantile(u, df))``: it must be scipy's chi2.ppf exactly,
+    or the study's intervals would move with a speed-up."""
+    from scipy import stats
+
+    from nerbias.reporting.intervals import chi2_quantile
+
+    u = SeedNoise(N_BOOT, 5)._uniform
+    for df in (1, 2, 3.5, 4, 14.000001, 57.3, 1e5):
+        assert np.array_equal(chi2_quantile(u, df), stats.chi2.ppf(u, df))
+    assert chi2_quantile(0.3, 2) == stats.chi2.ppf(0.3, 2)
