@@ -16,8 +16,9 @@ replicate here is the sum of two parts, as in a two-stage bootstrap with a small
 - the sum of the two is multiplied by one ``sqrt(df / chi2_df)`` factor per replicate, ``df`` the
   Welch-Satterthwaite degrees of freedom of the two variance estimates (names - 1 and S - 1; the seed
   variance taken at an upper quantile for the df, see ``_df_seed_variance``): a replicate-form Welch t
-  interval. A seed-only figure (CoNLL F1, the single OOV string) gets exactly
-  the classical ``t_{S-1}`` interval, a names-only one (one seed) a ``t_{n-1}`` one. The multipliers
+  interval. A seed-only figure (CoNLL F1, the single OOV string) gets the classical ``t_{S-1}``
+  interval (computed exactly by ``seed_only_interval``, not from replicates), a names-only one (one seed) a
+  ``t_{n-1}`` one. The multipliers
   belong to the seed *number*: seed i of a condition and seed i of the baseline share ``z_i`` (same
   initialisation, same batch order), so a difference between conditions with the same seeds is a paired
   t on the per-seed differences; with different seed sets the two sides are independent.
@@ -220,6 +221,39 @@ def difference_replicates(noise: SeedNoise, first: Statistic, second: Statistic)
     return np.clip(out, first.bounds[0] - second.bounds[1], first.bounds[1] - second.bounds[0])
 
 
+def seed_only_interval(statistic: Statistic, confidence: float, base: Statistic | None = None) -> "Interval":
+    """A figure that does not vary with the names (CoNLL F1, the single OOV string), or its difference from
+    ``base``: the t interval that its replicates (``replicates``, ``difference_replicates``) draw from,
+    computed exactly, so that every table prints the same interval and p whatever its replicate count. A
+    paired t on the per-seed differences when both have the same seeds; otherwise Welch, its degrees of
+    freedom as in ``difference_replicates``."""
+    a = np.asarray(statistic.seed_values, dtype=np.float64)
+    bounds = statistic.bounds
+    if base is None:
+        point, variance, df = statistic.point, _seed_variance(a), float(len(a) - 1)
+    else:
+        b = np.asarray(base.seed_values, dtype=np.float64)
+        point = statistic.point - base.point
+        if tuple(statistic.seeds) == tuple(base.seeds):
+            variance, df = _seed_variance(a - b), float(len(a) - 1)
+        else:
+            va, vb = _seed_variance(a), _seed_variance(b)
+            variance = va + vb
+            df = welch_df([_df_seed_variance(va, len(a) - 1), _df_seed_variance(vb, len(b) - 1)],
+                          [len(a) - 1, len(b) - 1])
+        bounds = (None if statistic.bounds is None or base.bounds is None else
+                  (statistic.bounds[0] - base.bounds[1], statistic.bounds[1] - base.bounds[0]))
+    if variance <= 0:  # every seed gave the same value: no spread, as the replicates would show
+        return Interval(float(point), float(point), float(point), COVERS_SEEDS, 1.0 if point == 0 else 0.0)
+    se = float(np.sqrt(variance))
+    half = float(stats.t.ppf(0.5 + confidence / 2, df)) * se
+    low, high = point - half, point + half
+    if bounds is not None:
+        low, high = max(low, bounds[0]), min(high, bounds[1])
+    p_value = float(2 * stats.t.sf(abs(point) / se, df))
+    return Interval(float(point), float(low), float(high), COVERS_SEEDS, p_value)
+
+
 @dataclass
 class Interval:
     """A figure, its interval and what the interval covers. ``low``/``high`` are NaN where none is given."""
@@ -312,4 +346,5 @@ def t_interval(values: Sequence[float], confidence: float) -> tuple[float, float
 
 __all__ = ["COVERS_BOTH", "COVERS_NAMES", "COVERS_SEEDS", "Interval", "ONE_SEED", "SeedNoise",
            "Statistic", "bias_corrected", "difference_covers", "difference_replicates", "gap_interval", "gap_of",
-           "group_accuracies", "inflate", "noise_floor", "ratio_statistic", "replicates", "small_sample_factor", "t_interval", "welch_df"]
+           "group_accuracies", "inflate", "noise_floor", "ratio_statistic", "replicates", "seed_only_interval",
+           "small_sample_factor", "t_interval", "welch_df"]

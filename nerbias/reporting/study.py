@@ -52,9 +52,9 @@ from nerbias.reporting.study_runs import (CONLL_METRICS, NAME_CORPORA, RACE_GAP_
                                           StudyRun, add_conll_statistics, census_figures, find_study, race_gap_metric,
                                           seed_ids)
 from nerbias.reporting.tables import markdown_table
-from nerbias.reporting.intervals import (COVERS_NAMES, ONE_SEED, Interval, SeedNoise, Statistic, difference_covers,
-                                         difference_replicates, gap_interval, inflate, noise_floor, ratio_statistic,
-                                         replicates)
+from nerbias.reporting.intervals import (COVERS_NAMES, COVERS_SEEDS, ONE_SEED, Interval, SeedNoise, Statistic,
+                                         difference_covers, difference_replicates, gap_interval, inflate, noise_floor,
+                                         ratio_statistic, replicates, seed_only_interval)
 from nerbias.reporting.options import STUDY_CENSUS_BOOT, STUDY_N_BOOT
 from nerbias.reporting.uncertainty import DEFAULT_CONFIDENCE, NameTable, holm, split_group
 
@@ -195,8 +195,9 @@ def summary_frame(figures: dict[str, Figures], runs: dict[str, list[StudyRun]], 
                 row["below_floor"] = bool(raw < fig.floor["floor_p95"])
             else:
                 statistic = fig.statistics[metric]
-                interval = Interval.from_replicates(statistic.point, reps[condition][metric], statistic.covers,
-                                                    confidence)
+                interval = (seed_only_interval(statistic, confidence) if statistic.covers == COVERS_SEEDS else
+                            Interval.from_replicates(statistic.point, reps[condition][metric], statistic.covers,
+                                                     confidence))
             row.update(value=interval.value, ci_low=interval.low, ci_high=interval.high, ci_covers=interval.covers,
                        ci_p=interval.p_value if metric != GAP else math.nan)  # H0: the figure is 0 (for differences)
             if base is not None and condition != baseline:
@@ -228,8 +229,10 @@ def _difference(metric: str, condition: str, baseline: str, figures: dict[str, F
     if metric not in theirs.statistics:
         return {}
     first, second = ours.statistics[metric], theirs.statistics[metric]
-    interval = Interval.from_replicates(first.point - second.point, difference_replicates(noise, first, second),
-                                        difference_covers(first, second), confidence)
+    covers = difference_covers(first, second)
+    interval = (seed_only_interval(first, confidence, base=second) if covers == COVERS_SEEDS else
+                Interval.from_replicates(first.point - second.point, difference_replicates(noise, first, second),
+                                         covers, confidence))
     return {**_interval_row("diff", interval), "p_value": interval.p_value}
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nerbias.reporting.intervals import (Interval, SeedNoise, difference_covers, difference_replicates, gap_interval,
-                                         replicates)
+from nerbias.reporting.intervals import (Interval, SeedNoise, Statistic, difference_covers, difference_replicates,
+                                         gap_interval, replicates, seed_only_interval, t_interval)
 from nerbias.reporting.study import StudyRun, names_corpus_figures
 from nerbias.reporting.uncertainty import NameTable
 
@@ -82,18 +82,15 @@ def study_intervals(tables, runs, seed: int) -> dict[str, Interval]:
     base, cond = figures["baseline"], figures["condition"]
     noise = SeedNoise(N_BOOT, seed)
     reps = {c: {k: replicates(noise, s) for k, s in f.statistics.items()} for c, f in figures.items()}
-    out = {}
-    for key, name in (("f1", "test_f1"), ("best group", GROUPS[0]), ("worst group", GROUPS[-1]), ("ALL", "ALL")):
+    out = {"f1": seed_only_interval(base.statistics["test_f1"], LEVEL)}
+    for key, name in (("best group", GROUPS[0]), ("worst group", GROUPS[-1]), ("ALL", "ALL")):
         statistic = base.statistics[name]
         out[key] = Interval.from_replicates(statistic.point, reps["baseline"][name], statistic.covers, LEVEL)
     first, second = cond.statistics["ALL"], base.statistics["ALL"]
     out["difference ALL"] = Interval.from_replicates(first.point - second.point,
                                                      difference_replicates(noise, first, second),
                                                      difference_covers(first, second), LEVEL)
-    first, second = cond.statistics["test_f1"], base.statistics["test_f1"]
-    out["difference f1"] = Interval.from_replicates(first.point - second.point,
-                                                    difference_replicates(noise, first, second),
-                                                    difference_covers(first, second), LEVEL)
+    out["difference f1"] = seed_only_interval(cond.statistics["test_f1"], LEVEL, base=base.statistics["test_f1"])
     first, second = cond.statistics[GROUPS[-1]], base.statistics[GROUPS[-1]]
     out["difference worst group"] = Interval.from_replicates(first.point - second.point,
                                                              difference_replicates(noise, first, second),
@@ -201,3 +198,28 @@ def test_the_fast_chi2_quantile_is_scipys_to_the_bit():
     for df in (1, 2, 3.5, 4, 14.000001, 57.3, 1e5):
         assert np.array_equal(chi2_quantile(u, df), stats.chi2.ppf(u, df))
     assert chi2_quantile(0.3, 2) == stats.chi2.ppf(0.3, 2)
+
+
+def test_a_seed_only_interval_is_the_t_interval_its_replicates_draw_from():
+    """CoNLL F1 has no names part: its interval is computed exactly (``seed_only_interval``). One condition:
+    the classical t interval; paired: scipy's paired t; unpaired: the Welch replicates' limit (200,000 of them)."""
+    from scipy import stats
+
+    def statistic(*values):  # a seed-only figure is the mean of its seeds' values
+        return Statistic(float(np.mean(values)), tuple(range(1, len(values) + 1)), np.array(values), bounds=(0.0, 1.0))
+
+    base = statistic(0.9020, 0.9033, 0.9041, 0.9053, 0.9057)
+    same_seeds, three = statistic(0.884, 0.889, 0.885, 0.887, 0.886), statistic(0.884, 0.889, 0.8859)
+    single = seed_only_interval(base, LEVEL)
+    assert (single.low, single.high) == pytest.approx(t_interval(base.seed_values, LEVEL), rel=1e-12)
+    assert single.p_value == pytest.approx(stats.ttest_1samp(base.seed_values, 0).pvalue, rel=1e-9)
+    paired = seed_only_interval(same_seeds, LEVEL, base=base)
+    expected = stats.ttest_rel(same_seeds.seed_values, base.seed_values)
+    assert (paired.low, paired.high, paired.p_value) == pytest.approx(
+        (*expected.confidence_interval(LEVEL), expected.pvalue), rel=1e-9)
+    welch = seed_only_interval(three, LEVEL, base=base)
+    reps = difference_replicates(SeedNoise(200_000, 1), three, base)
+    by_replicates = Interval.from_replicates(three.point - base.point, reps, difference_covers(three, base), LEVEL)
+    assert welch.covers == by_replicates.covers == "seeds"
+    assert (welch.low, welch.high) == pytest.approx((by_replicates.low, by_replicates.high), abs=2e-4)
+    assert welch.p_value == pytest.approx(by_replicates.p_value, abs=2e-3)

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from scipy import stats
 
 from nerbias.bias import census
 from nerbias.errors import NerbiasError
@@ -226,6 +227,16 @@ def test_conll_f1_is_one_claim_per_condition_from_any_corpus_that_holds_the_cond
     for row in f1.itertuples():
         assert (row.diff_low, row.diff_high, row.p_value) == tuple(printed.loc[(row.condition, "test_f1"),
                                                                                ["diff_low", "diff_high", "p_value"]])
+    # a seed-only figure's interval is the exact t interval, not a Monte-Carlo one: every table prints the
+    # same (the census draws 20 replicates here, Winogender 50), a paired t on the per-seed differences
+    census_table = pd.read_csv(tmp_path / "out" / "study_census.csv").set_index(["condition", "metric"])
+    columns = ["value", "ci_low", "ci_high", "diff", "diff_low", "diff_high", "p_value"]
+    assert tuple(census_table.loc[("both", "test_f1"), columns]) == pytest.approx(
+        tuple(printed.loc[("both", "test_f1"), columns]), abs=1e-15)
+    expected = stats.ttest_rel([0.92, 0.93], [0.90, 0.90])
+    low, high = expected.confidence_interval(0.95)
+    assert tuple(printed.loc[("both", "test_f1"), ["diff_low", "diff_high", "p_value"]]) == pytest.approx(
+        (low, high, expected.pvalue), rel=1e-9)
 
 
 def test_restating_the_claims_from_a_folder_without_the_study_tables_is_one_line_exit_2(tmp_path):
