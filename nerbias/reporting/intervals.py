@@ -106,8 +106,11 @@ class SeedNoise:
     ``sqrt(df / chi2_df)`` scale is taken (the same quantile for every df, so figures with different
     degrees of freedom still move together, as a gap over groups needs)."""
 
+    SIDES = (None, "first", "second")  # a figure's own seed part; the two sides of an unpaired difference
+
     def __init__(self, n_boot: int, seed: int = 0):
         self.n_boot = n_boot
+        self._seed = seed
         self._rng = np.random.default_rng([seed, 7919])
         # stratified: one uniform in each of B equal slices, in random order, so the t quantiles the
         # percentile interval reads are not blurred by the Monte-Carlo noise of B chi-square draws
@@ -115,9 +118,13 @@ class SeedNoise:
         self._z: dict[object, np.ndarray] = {}
         self._scale: dict[float, np.ndarray] = {}
 
-    def z(self, key: object) -> np.ndarray:
+    def z(self, key: tuple[str | None, int]) -> np.ndarray:
+        """The multipliers of (side, seed number), from a generator of their own: a comparison's draws do not
+        depend on which figures asked before it, so adding a run of one condition leaves the others' as they were."""
         if key not in self._z:
-            self._z[key] = self._rng.standard_normal(self.n_boot)
+            side, seed_number = key
+            generator = np.random.default_rng([self._seed, 7919, self.SIDES.index(side), int(seed_number)])
+            self._z[key] = generator.standard_normal(self.n_boot)
         return self._z[key]
 
     def scale(self, df: float) -> np.ndarray:
@@ -129,7 +136,7 @@ class SeedNoise:
             self._scale[key] = np.sqrt(key / chi2_quantile(self._uniform, key))
         return self._scale[key]
 
-    def gaussian(self, seeds: Sequence[int], deviations: np.ndarray, side: object = None) -> np.ndarray:
+    def gaussian(self, seeds: Sequence[int], deviations: np.ndarray, side: str | None = None) -> np.ndarray:
         """``sum_s z_s d_s / sqrt(S (S - 1))``: normal with variance s^2 / S given the deviations."""
         count = len(seeds)
         if count < 2:

@@ -245,3 +245,22 @@ def test_restating_the_claims_from_a_folder_without_the_study_tables_is_one_line
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith(f"error: {tmp_path / 'claims.csv'}, ") and "not found" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_adding_a_run_of_one_condition_leaves_the_other_conditions_rows_as_they_were(tmp_path):
+    """The seed multipliers of every (side, seed number) have their own generator: a sweep that finishes
+    another job of `mask` must not move `names`'s intervals against the baseline (it did, by about 0.003 at
+    an interval's end, when they were drawn in the order the comparisons asked for them)."""
+    for seed, shift in ((1, 0), (2, 1), (3, -1), (4, 1)):
+        write_run(tmp_path, "baseline", seed, {**BASE, "Aisha": 6 + shift, "Anne": 7 - shift}, 0.90 + shift / 100)
+    for seed, shift in ((1, 1), (2, 0)):
+        write_run(tmp_path, "mask", seed, {**BASE, "Ebony": 7 + shift}, 0.91 + shift / 100)
+        write_run(tmp_path, "names", seed, {**BASE, "Aisha": 8 + shift, "Todd": 9 - shift}, 0.89 + shift / 100)
+    run_study(tmp_path, tmp_path / "before", n_boot=300)
+    write_run(tmp_path, "mask", 3, {**BASE, "Ebony": 9}, 0.93)   # mask: seeds 1-3 against 1-4, still unpaired
+    run_study(tmp_path, tmp_path / "after", n_boot=300)
+    before, after = read(tmp_path / "before", "winogender"), read(tmp_path / "after", "winogender")
+    for table in (before, after):
+        assert table.loc[("names", "ALL"), "diff_covers"] == "names+seeds"   # the Welch path: seeds 1-2 against 1-4
+    pd.testing.assert_frame_equal(before.loc[["baseline", "names"]], after.loc[["baseline", "names"]])
+    assert not before.loc["mask"].equals(after.loc["mask"])
