@@ -115,7 +115,7 @@ class SeedNoise:
         # stratified: one uniform in each of B equal slices, in random order, so the t quantiles the
         # percentile interval reads are not blurred by the Monte-Carlo noise of B chi-square draws
         self._uniform = (self._rng.permutation(n_boot) + self._rng.random(n_boot)) / n_boot
-        self._z: dict[object, np.ndarray] = {}
+        self._z: dict[tuple[str | None, int], np.ndarray] = {}
         self._scale: dict[float, np.ndarray] = {}
 
     def z(self, key: tuple[str | None, int]) -> np.ndarray:

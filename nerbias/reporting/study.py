@@ -172,7 +172,9 @@ def summary_frame(figures: dict[str, Figures], runs: dict[str, list[StudyRun]], 
     lengths = {len(s.name_replicates) for f in figures.values() for s in f.statistics.values()
                if s.name_replicates is not None}
     noise = SeedNoise(lengths.pop() if lengths else n_boot, seed)
-    reps = {c: {k: replicates(noise, s) for k, s in f.statistics.items()} for c, f in figures.items()}
+    # seed-only figures get their exact t interval (seed_only_interval): no replicates to draw for them
+    reps = {c: {k: replicates(noise, s) for k, s in f.statistics.items() if s.covers != COVERS_SEEDS}
+            for c, f in figures.items()}
     gaps: dict[str, tuple[float, np.ndarray, str]] = {}
     for condition, fig in figures.items():
         if len(fig.groups) > 1:
