@@ -5,9 +5,10 @@
 
 For each claim the first sweep made about `baseline`, `debias` or `mask` (README of commit 8e55d88, with
 its old intervals), prints the same figure from `<study dir>/study_<corpus>.csv` (mean over the seeds there,
-with the interval and what it covers) and its verdict: *holds* or *does not hold* after Holm's adjustment
-when the difference is in the claims family (`claims.csv`); *no claim* for a figure that is not (the
-best - worst gap, a level, a difference from one seed a side). Beside `debias`, the normalise-only control
+with the interval and what it covers) and its verdict after Holm's adjustment when the difference is in the
+claims family (`claims.csv`): *holds*, *does not hold*, or *not decided by the replicates* where the p's
+Monte-Carlo bounds straddle the threshold; *no claim* for a figure that is not in the family (the best - worst
+gap, a level, a difference from one seed a side). Beside `debias`, the normalise-only control
 `normalize` is shown for the same figure: the part of a de-biasing effect that normalising alone gives.
 """
 
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from nerbias.reporting.study import claim_verdict
 from nerbias.reporting.study_runs import CONLL_METRICS
 
 # (corpus label, metric, condition, column: value | diff, the first sweep's claim)
@@ -82,7 +84,7 @@ def main(argv: list[str]) -> int:
         verdict = "no claim"
         if len(claim) and column == "diff":
             held = claim.iloc[0]
-            verdict = f"{'holds' if bool(held['holds']) else 'does not hold'} (Holm p {held['p_holm']:.2g})"
+            verdict = f"{claim_verdict(bool(held['holds']), bool(held['undecided']))} (Holm p {held['p_holm']:.2g})"
         print(f"| {old} | {condition} | {row['seeds']} | {metric}: {cell(row, column)} | {verdict} |")
     return 0
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -51,6 +52,7 @@ from nerbias.errors import NerbiasError
 
 COVERS_BOTH, COVERS_NAMES, COVERS_SEEDS, ONE_SEED = "names+seeds", "names", "seeds", "1 seed"
 SEED_VARIANCE_QUANTILE = 0.3  # see _df_seed_variance
+MONTE_CARLO_LEVEL = 0.99  # the Monte-Carlo interval of a replicate p (monte_carlo_p_bounds)
 
 
 def small_sample_factor(names: int) -> float:
@@ -270,6 +272,14 @@ class Interval:
     high: float
     covers: str
     p_value: float = float("nan")  # two-sided, H0: the figure is 0 (differences)
+    # where the p-value is read off B replicates: its Monte-Carlo interval (MONTE_CARLO_LEVEL), the p's an
+    # infinite number of replicates could give; an exact p (seed_only_interval) is its own interval
+    p_low: float = float("nan")
+    p_high: float = float("nan")
+
+    def __post_init__(self):
+        if math.isnan(self.p_low) and math.isnan(self.p_high):
+            self.p_low = self.p_high = self.p_value
 
     @classmethod
     def from_replicates(cls, value: float, reps: np.ndarray, covers: str, confidence: float) -> "Interval":
@@ -284,8 +294,22 @@ class Interval:
         low, high = np.quantile(reps, [tail, 1 - tail])
         above, below = np.mean(reps > 0), np.mean(reps < 0)
         p_value = float(min(1.0, 2 * min(above + 0.5 * np.mean(reps == 0), below + 0.5 * np.mean(reps == 0))))
+        p_low, p_high = monte_carlo_p_bounds(p_value, len(reps))
         p_value = max(p_value, 1.0 / len(reps))  # resolution of B replicates
-        return cls(float(value), float(low), float(high), covers, p_value)
+        return cls(float(value), float(low), float(high), covers, p_value, p_low, p_high)
+
+
+def monte_carlo_p_bounds(p_value: float, n_replicates: int, level: float = MONTE_CARLO_LEVEL) -> tuple[float, float]:
+    """Clopper-Pearson bounds of a two-sided p read off ``n_replicates`` replicates (``2 k / B``, k the
+    replicates in the smaller tail): where the p that infinitely many replicates would give lies, with
+    probability ``level``. A decision whose adjusted p crosses the threshold inside these bounds is one the
+    replicates cannot make (``claims_family``); more replicates (``--n-boot``) narrow them."""
+    tail = min(p_value, 1.0) * n_replicates / 2
+    fewest, most = math.floor(tail), math.ceil(tail)  # ties count a half
+    alpha = 1 - level
+    low = stats.beta.ppf(alpha / 2, fewest, n_replicates - fewest + 1) if fewest > 0 else 0.0
+    high = stats.beta.ppf(1 - alpha / 2, most + 1, n_replicates - most) if most < n_replicates else 1.0
+    return float(min(1.0, 2 * low)), float(min(1.0, 2 * high))
 
 
 def bias_corrected(value: float, reps: np.ndarray) -> float:
@@ -351,7 +375,7 @@ def t_interval(values: Sequence[float], confidence: float) -> tuple[float, float
     return float(values.mean() - half), float(values.mean() + half)
 
 
-__all__ = ["COVERS_BOTH", "COVERS_NAMES", "COVERS_SEEDS", "Interval", "ONE_SEED", "SeedNoise",
+__all__ = ["COVERS_BOTH", "COVERS_NAMES", "COVERS_SEEDS", "Interval", "MONTE_CARLO_LEVEL", "ONE_SEED", "SeedNoise",
            "Statistic", "bias_corrected", "difference_covers", "difference_replicates", "gap_interval", "gap_of",
-           "group_accuracies", "inflate", "noise_floor", "ratio_statistic", "replicates", "seed_only_interval",
-           "small_sample_factor", "t_interval", "welch_df"]
+           "group_accuracies", "inflate", "monte_carlo_p_bounds", "noise_floor", "ratio_statistic", "replicates",
+           "seed_only_interval", "small_sample_factor", "t_interval", "welch_df"]

@@ -13,8 +13,10 @@
 
 A verdict rests only on intervals that cover the seeds (at least 2 of them): from one seed an interval
 covers the names only and says nothing of another training run, so such a row is not decided, and so is a
-claim with a corpus missing. The level tests (each race gap, the census gap) form one Holm family of their own; the de-biasing claim
-reads the study's claims family (``study.claims_family``), which is already adjusted. The same figures
+claim with a corpus missing. The level tests (each race gap, the census gap) form one Holm family of their
+own; the de-biasing claim reads the study's claims family (``study.claims_family``), which is already adjusted.
+A p read off replicates decides only where its Monte-Carlo interval does (as in ``study.claims_family``): a test
+that holds at the lower ends of the p's intervals but not at the upper ends is not decided. The same figures
 without the names that are also places are shown beside them, as description, never as claims.
 """
 
@@ -60,20 +62,25 @@ def paper_claims(frames: dict[str, pd.DataFrame], family: pd.DataFrame, baseline
         rows.append({"claim": FEMALE_NOT_PERSON, "corpus": "census", "condition": baseline, "figure": row["metric"],
                      "descriptive": False, **_level(row)})
     out = pd.DataFrame(rows, columns=["claim", "corpus", "condition", "figure", "descriptive", "value", "ci_low",
-                                      "ci_high", "covers", "p"])
+                                      "ci_high", "covers", "p", "p_low", "p_high"])
     tested = ~out["descriptive"].astype(bool) & out["p"].notna() & out["covers"].map(_covers_seeds)
-    out["p_holm"] = np.nan
-    if tested.any():
-        out.loc[tested, "p_holm"] = holm(out.loc[tested, "p"].to_numpy(dtype=np.float64))
+    for suffix in ("", "_low", "_high"):  # Holm on the p's and on their Monte-Carlo bounds (study.claims_family)
+        out["p_holm" + suffix] = np.nan
+        if tested.any():
+            out.loc[tested, "p_holm" + suffix] = holm(out.loc[tested, "p" + suffix].to_numpy(dtype=np.float64))
     out["verdict"] = [_level_verdict(r, alpha) for r in out.to_dict("records")]
+    out = out.drop(columns=["p_low", "p_high", "p_holm_low", "p_holm_high"])
     out = pd.concat([out, _no_help_rows(frames, family, baseline, debiased, margin)], ignore_index=True)
     out["claim_verdict"] = out["claim"].map(lambda claim: _claim_verdict(out[out["claim"] == claim]))
     return out
 
 
 def _level(row: dict[str, Any]) -> dict[str, Any]:
+    p = row.get("ci_p", math.nan)
+    bounds = [row.get(f"ci_p_{end}", math.nan) for end in ("low", "high")]
+    p_low, p_high = (p, p) if any(pd.isna(b) for b in bounds) else bounds  # an exact p is its own bounds
     return {"value": row["value"], "ci_low": row["ci_low"], "ci_high": row["ci_high"], "covers": row["ci_covers"],
-            "p": row.get("ci_p", math.nan)}
+            "p": p, "p_low": p_low, "p_high": p_high}
 
 
 def _covers_seeds(covers: Any) -> bool:
@@ -85,7 +92,9 @@ def _level_verdict(row: dict[str, Any], alpha: float) -> str:
         return "description"
     if not _covers_seeds(row["covers"]) or math.isnan(row["p_holm"]) or math.isnan(row["value"]):
         return UNDECIDED
-    return HOLDS if row["p_holm"] < alpha and row["value"] > 0 else FAILS
+    if row["value"] <= 0 or row["p_holm_low"] >= alpha:
+        return FAILS
+    return HOLDS if row["p_holm_high"] < alpha else UNDECIDED  # between: the replicates cannot decide
 
 
 def _no_help_rows(frames: dict[str, pd.DataFrame], family: pd.DataFrame, baseline: str, debiased: str,
@@ -104,8 +113,11 @@ def _no_help_rows(frames: dict[str, pd.DataFrame], family: pd.DataFrame, baselin
             towards_zero = (row["diff"] > 0 if metric == "ALL"  # ALL up; a gap moved towards 0, not past it
                             else np.sign(row["diff"]) == -np.sign(base_gap) and abs(row["diff"]) <= abs(base_gap))
             improves = bool(len(tested) and tested["holds"].iloc[0]) and bool(towards_zero)
+            undecided = bool(len(tested) and tested["undecided"].iloc[0]) and bool(towards_zero)
             if improves:
                 verdict = FAILS
+            elif undecided:  # an improvement the replicates can neither confirm nor rule out
+                verdict = UNDECIDED
             elif metric != "ALL":
                 verdict = "description"
             elif not _covers_seeds(row["diff_covers"]) or math.isnan(row["diff_high"]):

@@ -52,9 +52,9 @@ from nerbias.reporting.study_runs import (CONLL_METRICS, NAME_CORPORA, RACE_GAP_
                                           StudyRun, add_conll_statistics, census_figures, find_study, race_gap_metric,
                                           seed_ids)
 from nerbias.reporting.tables import markdown_table
-from nerbias.reporting.intervals import (COVERS_NAMES, COVERS_SEEDS, ONE_SEED, Interval, SeedNoise, Statistic,
-                                         difference_covers, difference_replicates, gap_interval, inflate, noise_floor,
-                                         ratio_statistic, replicates, seed_only_interval)
+from nerbias.reporting.intervals import (COVERS_NAMES, COVERS_SEEDS, MONTE_CARLO_LEVEL, ONE_SEED, Interval,
+                                         SeedNoise, Statistic, difference_covers, difference_replicates, gap_interval,
+                                         inflate, noise_floor, ratio_statistic, replicates, seed_only_interval)
 from nerbias.reporting.options import STUDY_CENSUS_BOOT, STUDY_N_BOOT
 from nerbias.reporting.uncertainty import DEFAULT_CONFIDENCE, NameTable, holm, split_group
 
@@ -155,6 +155,7 @@ def names_corpus_figures(tables: dict[str, NameTable], n_boot: int, seed: int, d
 
 
 GAP = "best_worst_gap"
+UNDECIDED_BY_REPLICATES = "not decided by the replicates"
 
 
 def _interval_row(prefix: str, interval: Interval) -> dict[str, Any]:
@@ -166,7 +167,8 @@ def summary_frame(figures: dict[str, Figures], runs: dict[str, list[StudyRun]], 
                   confidence: float = DEFAULT_CONFIDENCE, seed: int = 0, n_boot: int = 2000) -> pd.DataFrame:
     """Long format: condition, metric, seeds, value, ci_low, ci_high, ci_covers, ci_p (two-sided p of "the figure
     is 0": meaningful for the differences within a condition, female - male and White - race) and (against the
-    baseline) diff, diff_low, diff_high, diff_covers, p_value. The best - worst gap's value is bias-corrected (``raw``:
+    baseline) diff, diff_low, diff_high, diff_covers, p_value; each p with its Monte-Carlo bounds (``_low``,
+    ``_high``: ``monte_carlo_p_bounds``). The best - worst gap's value is bias-corrected (``raw``:
     max - min), beside its noise floor (floor_mean, floor_p95, floor_p, below_floor) and the ratio
     condition / baseline (ratio, ratio_low, ratio_high)."""
     lengths = {len(s.name_replicates) for f in figures.values() for s in f.statistics.values()
@@ -200,8 +202,9 @@ def summary_frame(figures: dict[str, Figures], runs: dict[str, list[StudyRun]], 
                 interval = (seed_only_interval(statistic, confidence) if statistic.covers == COVERS_SEEDS else
                             Interval.from_replicates(statistic.point, reps[condition][metric], statistic.covers,
                                                      confidence))
-            row.update(value=interval.value, ci_low=interval.low, ci_high=interval.high, ci_covers=interval.covers,
-                       ci_p=interval.p_value if metric != GAP else math.nan)  # H0: the figure is 0 (for differences)
+            row.update(value=interval.value, ci_low=interval.low, ci_high=interval.high, ci_covers=interval.covers)
+            if metric != GAP:  # H0: the figure is 0 (meaningful for differences)
+                row.update(ci_p=interval.p_value, ci_p_low=interval.p_low, ci_p_high=interval.p_high)
             if base is not None and condition != baseline:
                 row.update(_difference(metric, condition, baseline, figures, gaps, noise, confidence))
             rows.append(row)
@@ -217,7 +220,7 @@ def _difference(metric: str, condition: str, baseline: str, figures: dict[str, F
         (points_c, reps_c, _), (points_b, reps_b, _) = gaps[condition], gaps[baseline]
         covers = difference_covers(ours.statistics[ours.groups[0]], theirs.statistics[theirs.groups[0]])
         interval, _, _ = gap_interval(points_c, reps_c, covers, confidence, base=(points_b, reps_b))
-        out = {**_interval_row("diff", interval), "p_value": interval.p_value}
+        out = _difference_row(interval)
         own, _, own_reps = gap_interval(points_c, reps_c, covers, confidence)
         theirs_gap, _, base_reps = gap_interval(points_b, reps_b, covers, confidence)
         if own.value > 0 and theirs_gap.value > 0:  # ratio of the corrected gaps; interval on the log scale
@@ -235,7 +238,12 @@ def _difference(metric: str, condition: str, baseline: str, figures: dict[str, F
     interval = (seed_only_interval(first, confidence, base=second) if covers == COVERS_SEEDS else
                 Interval.from_replicates(first.point - second.point, difference_replicates(noise, first, second),
                                          covers, confidence))
-    return {**_interval_row("diff", interval), "p_value": interval.p_value}
+    return _difference_row(interval)
+
+
+def _difference_row(interval: Interval) -> dict[str, Any]:
+    return {**_interval_row("diff", interval), "p_value": interval.p_value, "p_value_low": interval.p_low,
+            "p_value_high": interval.p_high}
 
 
 def _cell(row: dict, value: str, digits: int) -> str:
@@ -337,7 +345,12 @@ def claims_family(frames: dict[str, pd.DataFrame], baseline: str, alpha: float) 
     whose interval covers the seeds (at least 2 seeds on each side) are claims; from one seed it covers the
     names only and says nothing of another training run.
 
-    Adds ``p_holm`` and ``holds`` to the rows of ``frames`` in place and returns the family."""
+    A p read off B replicates is known only to within its Monte-Carlo bounds, so Holm runs three times: on the
+    p's (``p_holm``), on their lower and on their upper bounds (Holm's adjusted p's only rise with any raw
+    p). A difference ``holds`` when it does so at the upper bounds; ``undecided`` marks one that holds at the
+    lower bounds but not the upper: the replicates cannot decide it (more of them, ``--n-boot``, may).
+
+    Adds ``p_holm``, ``holds`` and ``undecided`` to the rows of ``frames`` in place and returns the family."""
     rows = []
     # Every corpus table repeats the CoNLL figures: one claim each, from a census table only as a last resort
     # (it draws fewer replicates, census_boot), so the claim is the interval study.md and goal.csv print.
@@ -358,18 +371,27 @@ def claims_family(frames: dict[str, pd.DataFrame], baseline: str, alpha: float) 
                 continue
             rows.append({"corpus": label, "index": index, "condition": row["condition"], "metric": row["metric"],
                          "diff": row["diff"], "diff_low": row["diff_low"], "diff_high": row["diff_high"],
-                         "diff_covers": row["diff_covers"], "p_value": row["p_value"]})
+                         "diff_covers": row["diff_covers"], "p_value": row["p_value"],
+                         "p_value_low": row["p_value_low"], "p_value_high": row["p_value_high"]})
     family = pd.DataFrame(rows, columns=["corpus", "index", "condition", "metric", "diff", "diff_low", "diff_high",
-                                         "diff_covers", "p_value"])
-    family["p_holm"] = holm(family["p_value"].to_numpy()) if len(family) else []
-    family["holds"] = family["p_holm"] < alpha
+                                         "diff_covers", "p_value", "p_value_low", "p_value_high"])
+    for suffix in ("", "_low", "_high"):
+        family["p_holm" + suffix] = holm(family["p_value" + suffix].to_numpy()) if len(family) else []
+    family["holds"] = family["p_holm_high"] < alpha
+    family["undecided"] = (family["p_holm_low"] < alpha) & ~family["holds"]
     for label, frame in frames.items():
         part = family[family["corpus"] == label]
         frame["p_holm"] = np.nan
-        frame["holds"] = pd.Series([pd.NA] * len(frame), index=frame.index, dtype="object")
-        frame.loc[part["index"].to_numpy(), "p_holm"] = part["p_holm"].to_numpy()
-        frame.loc[part["index"].to_numpy(), "holds"] = part["holds"].to_numpy()
-    return family.drop(columns="index")
+        for column in ("holds", "undecided"):
+            frame[column] = pd.Series([pd.NA] * len(frame), index=frame.index, dtype="object")
+        for column in ("p_holm", "holds", "undecided"):
+            frame.loc[part["index"].to_numpy(), column] = part[column].to_numpy()
+    return family.drop(columns=["index", "p_holm_low", "p_holm_high"])
+
+
+def claim_verdict(holds: bool, undecided: bool) -> str:
+    """A claims-family row's verdict in words (``claims_family``'s ``holds`` and ``undecided``)."""
+    return "holds" if holds else UNDECIDED_BY_REPLICATES if undecided else "does not hold"
 
 
 def claims_section(family: pd.DataFrame, alpha: float) -> list[str]:
@@ -380,15 +402,17 @@ def claims_section(family: pd.DataFrame, alpha: float) -> list[str]:
     shown["difference"] = [_cell(r, "diff", 3) for r in shown.to_dict("records")]
     shown["p"] = shown["p_value"].map(lambda p: f"{p:.2g}")
     shown["p (Holm)"] = shown["p_holm"].map(lambda p: f"{p:.2g}")
-    shown["verdict"] = np.where(shown["holds"], "holds", "does not hold")
+    shown["verdict"] = [claim_verdict(h, u) for h, u in zip(shown["holds"], shown["undecided"])]
     shown["metric"] = shown["metric"].map(lambda m: SUMMARY_COLUMNS.get(m, m))
     return ["## Claims", "",
             "The family: each condition's difference from the baseline in "
             f"{', '.join(sorted({m for v in HEADLINE.values() for m in v}))} "
             f"on the cased corpora, with at least 2 seeds on each side ({len(family)} comparisons). Two-sided "
             "p-values invert the intervals above; "
-            f"Holm's step-down adjustment keeps the family-wise error at {alpha:g}. Only the rows marked "
-            "*holds* are claims.", "",
+            f"Holm's step-down adjustment keeps the family-wise error at {alpha:g}. A p read off B replicates is "
+            f"known to within its Monte-Carlo interval ({MONTE_CARLO_LEVEL:.0%}): a row holds when it holds at the "
+            f"upper ends of every p's interval, and is *{UNDECIDED_BY_REPLICATES}* when it holds at the lower ends "
+            "only (more replicates, `--n-boot`, may decide it). Only the rows marked *holds* are claims.", "",
             markdown_table(shown[["condition", "corpus", "metric", "difference", "p", "p (Holm)", "verdict"]]), ""]
 
 
@@ -503,5 +527,6 @@ def _platforms_note(runs: Mapping[str, Sequence[StudyRun]]) -> str:
     return "; trained on " + ", ".join(f"{kind}: {n} run{'' if n == 1 else 's'}" for kind, n in sorted(kinds.items()))
 
 
-__all__ = ["CONLL_METRICS", "Figures", "HEADLINE", "Study", "StudyRun", "census_figures", "claims_family",
-           "corpus_section", "display_table", "find_study", "names_corpus_figures", "run_study", "summary_frame"]
+__all__ = ["CONLL_METRICS", "Figures", "HEADLINE", "Study", "StudyRun", "UNDECIDED_BY_REPLICATES", "census_figures",
+           "claim_verdict", "claims_family", "corpus_section", "display_table", "find_study", "names_corpus_figures",
+           "run_study", "summary_frame"]

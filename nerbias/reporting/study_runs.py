@@ -157,6 +157,13 @@ def _type1_by_year(run: Run, matrices, unit_names, errors: pd.DataFrame) -> dict
     return out
 
 
+def _error_weighted(matrix: sparse.csr_matrix, errors: np.ndarray) -> tuple[sparse.csr_matrix, np.ndarray]:
+    """The (years x wrong units) counts times each wrong unit's error, and those units' indices: the numerator
+    of a run's yearly type-1 rate under any weights is ``counts @ weights[units]``."""
+    units = np.flatnonzero(errors)
+    return matrix[:, units].multiply(errors[units][None, :]).tocsr(), units
+
+
 CENSUS_CHUNK = 250  # replicates drawn at a time: a (units x chunk) weight matrix, ~60 MB for 30k units
 
 
@@ -178,6 +185,9 @@ def census_figures(study: Study, label: str, n_boot: int, seed: int) -> dict[str
     totals = {sex: np.asarray(matrix.sum(1)).ravel() for sex, matrix in matrices.items()}
     # per condition, sex and seed: (B,) replicate rates (names part)
     drawn = {c: {sex: [np.empty(n_boot) for _ in wrong[c]] for sex in matrices} for c in wrong}
+    # each run's error-weighted counts, once: only the units it got wrong (most are right) enter its numerator
+    numerators = {c: [{sex: _error_weighted(matrix, errors[sex]) for sex, matrix in matrices.items()}
+                      for errors in per_seed] for c, per_seed in wrong.items()}
     for start in range(0, n_boot, CENSUS_CHUNK):
         size = min(CENSUS_CHUNK, n_boot - start)
         for number, (sex, matrix) in enumerate(matrices.items()):
@@ -185,10 +195,11 @@ def census_figures(study: Study, label: str, n_boot: int, seed: int) -> dict[str
             weights = np.random.default_rng([seed, number, start]).multinomial(
                 n, np.full(n, 1.0 / n), size=size).T.astype(np.float64)
             denominator = matrix @ weights                       # (years, chunk)
-            for condition, per_seed in wrong.items():
-                for index, errors in enumerate(per_seed):
+            for condition, per_seed in numerators.items():
+                for index, by_sex in enumerate(per_seed):
+                    counts, wrong_units = by_sex[sex]
                     with np.errstate(invalid="ignore", divide="ignore"):
-                        rates = (matrix.multiply(errors[sex][None, :]).tocsr() @ weights) / denominator
+                        rates = (counts @ weights[wrong_units]) / denominator
                     drawn[condition][sex][index][start:start + size] = np.nanmean(rates, axis=0)
     unit_count = min(matrix.shape[1] for matrix in matrices.values())
     out = {}

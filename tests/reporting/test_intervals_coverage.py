@@ -223,3 +223,26 @@ def test_a_seed_only_interval_is_the_t_interval_its_replicates_draw_from():
     assert welch.covers == by_replicates.covers == "seeds"
     assert (welch.low, welch.high) == pytest.approx((by_replicates.low, by_replicates.high), abs=2e-4)
     assert welch.p_value == pytest.approx(by_replicates.p_value, abs=2e-3)
+
+
+def test_the_monte_carlo_bounds_of_a_replicate_p_hold_the_p_of_infinitely_many_replicates():
+    """A p read off B replicates (``Interval.from_replicates``) is a binomial estimate of the p that infinitely many
+    would give; its Monte-Carlo bounds (99 %) must hold that p in at least 0.98 of 2,000 draws of B replicates,
+    for p near Holm's first threshold over the study's family (0.05 / 48) and where no replicate crosses 0."""
+    from scipy import stats
+
+    from nerbias.reporting.intervals import MONTE_CARLO_LEVEL, monte_carlo_p_bounds
+
+    rng = np.random.default_rng(11)
+    for true_p, n_boot in ((0.001, 2000), (0.0005, 20_000), (0.02, 2000)):
+        shift = stats.norm.isf(true_p / 2)  # replicates N(shift, 1): P(replicate < 0) = true_p / 2
+        held = 0
+        for _ in range(2000):
+            interval = Interval.from_replicates(shift, rng.normal(shift, 1.0, n_boot), "names+seeds", LEVEL)
+            assert interval.p_low <= interval.p_value <= interval.p_high
+            held += interval.p_low <= true_p <= interval.p_high
+        assert held / 2000 >= MONTE_CARLO_LEVEL - 0.01, (true_p, n_boot, held)
+    # no replicate below 0: the p is only known to be under ~10.6 / B (Clopper-Pearson with k = 0)
+    assert monte_carlo_p_bounds(0.0, 2000) == pytest.approx((0.0, 2 * (1 - 0.005 ** (1 / 2000))), rel=1e-9)
+    exact = seed_only_interval(Statistic(0.9, (1, 2, 3), np.array([0.89, 0.9, 0.91])), LEVEL)
+    assert exact.p_low == exact.p_value == exact.p_high  # an exact p has no Monte-Carlo error

@@ -30,7 +30,8 @@ def frames(white_black_p=0.001, debias_all_high=0.01, debias_holds=(), census_co
                           difference("debias", "female_male_gap", -0.01, 0.01, -0.02, 0.04, 0.5)])
     census = pd.DataFrame([level("baseline", "female_male_type1_w_gap", 0.07, 0.03, 0.11, 0.004, census_covers)])
     family = pd.DataFrame([{"corpus": corpus, "condition": "debias", "metric": metric,
-                            "p_holm": 0.01 if metric in debias_holds else 0.9, "holds": metric in debias_holds}
+                            "p_holm": 0.01 if metric in debias_holds else 0.9, "holds": metric in debias_holds,
+                            "undecided": False}
                            for corpus in ("winogender", "insitu") for metric in ("ALL", "female_male_gap")])
     return {"winogender": names, "insitu": names.copy(), "winogender_unambiguous": names.copy(), "census": census}, family
 
@@ -102,3 +103,20 @@ def test_a_race_gap_below_zero_fails_the_white_names_claim():
     tables["insitu"].loc[tables["insitu"]["metric"] == "White - Black", ["value", "ci_low", "ci_high"]] = (-0.05, -0.08,
                                                                                                        -0.02)
     assert verdicts(paper_claims(tables, family, "baseline", 0.05))[WHITE_BEST] == "does not hold"
+
+
+def test_a_level_test_or_an_improvement_the_replicates_cannot_decide_is_not_decided():
+    """White - Black at p 0.001 holds after Holm over 5 (at most 0.005); at the upper Monte-Carlo bound of its p,
+    0.03, it would not (0.03 x 2 in 4th place), so the claim is not decided; with the lower bound at 0.03 too,
+    it fails."""
+    tables, family = frames()
+    for corpus in ("winogender", "insitu"):
+        row = (tables[corpus]["metric"] == "White - Black")
+        tables[corpus].loc[row, ["ci_p_low", "ci_p_high"]] = (0.0002, 0.03)
+    assert verdicts(paper_claims(tables, family, "baseline", 0.05))[WHITE_BEST] == "not decided"
+    for corpus in ("winogender", "insitu"):
+        tables[corpus].loc[tables[corpus]["metric"] == "White - Black", "ci_p_low"] = 0.03
+    assert verdicts(paper_claims(tables, family, "baseline", 0.05))[WHITE_BEST] == "does not hold"
+    tables, family = frames(debias_holds=("female_male_gap",))  # an improvement towards 0 the replicates leave open
+    family["holds"], family["undecided"] = False, family["metric"] == "female_male_gap"
+    assert verdicts(paper_claims(tables, family, "baseline", 0.05))[NO_HELP] == "not decided"

@@ -264,3 +264,23 @@ def test_adding_a_run_of_one_condition_leaves_the_other_conditions_rows_as_they_
         assert table.loc[("names", "ALL"), "diff_covers"] == "names+seeds"   # the Welch path: seeds 1-2 against 1-4
     pd.testing.assert_frame_equal(before.loc[["baseline", "names"]], after.loc[["baseline", "names"]])
     assert not before.loc["mask"].equals(after.loc["mask"])
+
+
+def test_a_claim_holds_only_where_the_monte_carlo_bounds_of_its_p_agree():
+    """Holm at the p's, at their lower and at their upper Monte-Carlo bounds: `a` holds at its p (Holm 0.04)
+    and at the lower bounds (0.02) but not at the upper (0.06), so the replicates do not decide it."""
+    from nerbias.reporting.study import UNDECIDED_BY_REPLICATES, claims_family, claims_section
+
+    def row(condition, p, low, high):
+        return {"condition": condition, "metric": "ALL", "diff": 0.1, "diff_low": 0.05, "diff_high": 0.15,
+                "diff_covers": "names+seeds", "p_value": p, "p_value_low": low, "p_value_high": high}
+
+    frame = pd.DataFrame([{"condition": "baseline", "metric": "ALL", "p_value": np.nan},
+                          row("a", 0.02, 0.01, 0.03), row("b", 0.3, 0.3, 0.3), row("c", 1e-4, 5e-5, 2e-4)])
+    family = claims_family({"winogender": frame}, "baseline", 0.05).set_index("condition")
+    assert family["p_holm"].to_dict() == pytest.approx({"a": 0.04, "b": 0.3, "c": 3e-4})
+    assert family["holds"].to_dict() == {"a": False, "b": False, "c": True}
+    assert family["undecided"].to_dict() == {"a": True, "b": False, "c": False}
+    assert frame.set_index("condition").loc[["a", "b", "c"], "holds"].to_list() == [False, False, True]
+    table = "\n".join(claims_section(family.reset_index(), 0.05))
+    assert table.count(UNDECIDED_BY_REPLICATES) == 2 and table.count("| holds |") == 1  # the text names it once
