@@ -32,7 +32,7 @@ from nerbias.reporting.intervals import COVERS_BOTH, COVERS_SEEDS
 from nerbias.reporting.place_names import UNAMBIGUOUS_SUFFIX
 from nerbias.reporting.study_runs import NAME_CORPORA, RACE_GAP_PREFIX
 from nerbias.reporting.tables import markdown_table
-from nerbias.reporting.uncertainty import holm
+from nerbias.reporting.uncertainty import holm_with_bounds
 
 WHITE_BEST, NO_HELP, FEMALE_NOT_PERSON = ("White names are recognised best (Mishra et al.)",
                                           "de-biasing does not help (Mishra et al.)",
@@ -64,12 +64,13 @@ def paper_claims(frames: dict[str, pd.DataFrame], family: pd.DataFrame, baseline
     out = pd.DataFrame(rows, columns=["claim", "corpus", "condition", "figure", "descriptive", "value", "ci_low",
                                       "ci_high", "covers", "p", "p_low", "p_high"])
     tested = ~out["descriptive"].astype(bool) & out["p"].notna() & out["covers"].map(_covers_seeds)
-    for suffix in ("", "_low", "_high"):  # Holm on the p's and on their Monte-Carlo bounds (study.claims_family)
-        out["p_holm" + suffix] = np.nan
-        if tested.any():
-            out.loc[tested, "p_holm" + suffix] = holm(out.loc[tested, "p" + suffix].to_numpy(dtype=np.float64))
-    out["verdict"] = [_level_verdict(r, alpha) for r in out.to_dict("records")]
-    out = out.drop(columns=["p_low", "p_high", "p_holm_low", "p_holm_high"])
+    out["p_holm"], out["holds"], out["undecided"] = np.nan, False, False
+    if tested.any():
+        adjusted, holds, undecided = holm_with_bounds(
+            *(out.loc[tested, column].to_numpy(dtype=np.float64) for column in ("p", "p_low", "p_high")), alpha)
+        out.loc[tested, "p_holm"], out.loc[tested, "holds"], out.loc[tested, "undecided"] = adjusted, holds, undecided
+    out["verdict"] = [_level_verdict(r) for r in out.to_dict("records")]
+    out = out.drop(columns=["p_low", "p_high", "holds", "undecided"])
     out = pd.concat([out, _no_help_rows(frames, family, baseline, debiased, margin)], ignore_index=True)
     out["claim_verdict"] = out["claim"].map(lambda claim: _claim_verdict(out[out["claim"] == claim]))
     return out
@@ -87,14 +88,14 @@ def _covers_seeds(covers: Any) -> bool:
     return covers in (COVERS_BOTH, COVERS_SEEDS)
 
 
-def _level_verdict(row: dict[str, Any], alpha: float) -> str:
+def _level_verdict(row: dict[str, Any]) -> str:
     if row["descriptive"]:
         return "description"
     if not _covers_seeds(row["covers"]) or math.isnan(row["p_holm"]) or math.isnan(row["value"]):
         return UNDECIDED
-    if row["value"] <= 0 or row["p_holm_low"] >= alpha:
+    if row["value"] <= 0 or not (row["holds"] or row["undecided"]):
         return FAILS
-    return HOLDS if row["p_holm_high"] < alpha else UNDECIDED  # between: the replicates cannot decide
+    return HOLDS if row["holds"] else UNDECIDED  # undecided: the replicates cannot decide
 
 
 def _no_help_rows(frames: dict[str, pd.DataFrame], family: pd.DataFrame, baseline: str, debiased: str,

@@ -56,7 +56,7 @@ from nerbias.reporting.intervals import (COVERS_NAMES, COVERS_SEEDS, MONTE_CARLO
                                          SeedNoise, Statistic, difference_covers, difference_replicates, gap_interval,
                                          inflate, noise_floor, ratio_statistic, replicates, seed_only_interval)
 from nerbias.reporting.options import STUDY_CENSUS_BOOT, STUDY_N_BOOT
-from nerbias.reporting.uncertainty import DEFAULT_CONFIDENCE, NameTable, holm, split_group
+from nerbias.reporting.uncertainty import DEFAULT_CONFIDENCE, NameTable, holm_with_bounds, split_group
 
 log = logging.getLogger(__name__)
 
@@ -345,10 +345,9 @@ def claims_family(frames: dict[str, pd.DataFrame], baseline: str, alpha: float) 
     whose interval covers the seeds (at least 2 seeds on each side) are claims; from one seed it covers the
     names only and says nothing of another training run.
 
-    A p read off B replicates is known only to within its Monte-Carlo bounds, so Holm runs three times: on the
-    p's (``p_holm``), on their lower and on their upper bounds (Holm's adjusted p's only rise with any raw
-    p). A difference ``holds`` when it does so at the upper bounds; ``undecided`` marks one that holds at the
-    lower bounds but not the upper: the replicates cannot decide it (more of them, ``--n-boot``, may).
+    A p read off B replicates is known only to within its Monte-Carlo bounds (``holm_with_bounds``): a difference
+    ``holds`` when it does so at the upper bounds; ``undecided`` marks one that holds at the lower bounds but not
+    the upper: the replicates cannot decide it (more of them, ``--n-boot``, may).
 
     Adds ``p_holm``, ``holds`` and ``undecided`` to the rows of ``frames`` in place and returns the family."""
     rows = []
@@ -375,10 +374,8 @@ def claims_family(frames: dict[str, pd.DataFrame], baseline: str, alpha: float) 
                          "p_value_low": row["p_value_low"], "p_value_high": row["p_value_high"]})
     family = pd.DataFrame(rows, columns=["corpus", "index", "condition", "metric", "diff", "diff_low", "diff_high",
                                          "diff_covers", "p_value", "p_value_low", "p_value_high"])
-    for suffix in ("", "_low", "_high"):
-        family["p_holm" + suffix] = holm(family["p_value" + suffix].to_numpy()) if len(family) else []
-    family["holds"] = family["p_holm_high"] < alpha
-    family["undecided"] = (family["p_holm_low"] < alpha) & ~family["holds"]
+    family["p_holm"], family["holds"], family["undecided"] = holm_with_bounds(
+        *(family[column].to_numpy(dtype=np.float64) for column in ("p_value", "p_value_low", "p_value_high")), alpha)
     for label, frame in frames.items():
         part = family[family["corpus"] == label]
         frame["p_holm"] = np.nan
@@ -386,7 +383,7 @@ def claims_family(frames: dict[str, pd.DataFrame], baseline: str, alpha: float) 
             frame[column] = pd.Series([pd.NA] * len(frame), index=frame.index, dtype="object")
         for column in ("p_holm", "holds", "undecided"):
             frame.loc[part["index"].to_numpy(), column] = part[column].to_numpy()
-    return family.drop(columns=["index", "p_holm_low", "p_holm_high"])
+    return family.drop(columns="index")
 
 
 def claim_verdict(holds: bool, undecided: bool) -> str:

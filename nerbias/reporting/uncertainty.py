@@ -364,6 +364,15 @@ def holm(p_values: Sequence[float]) -> np.ndarray:
     return adjusted
 
 
+def holm_with_bounds(p_values: Sequence[float], lower: Sequence[float], upper: Sequence[float],
+                     alpha: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Holm at p's known only within Monte-Carlo bounds (``intervals.monte_carlo_p_bounds``): the adjusted p's,
+    ``holds`` (rejected even at the upper bounds) and ``undecided`` (rejected at the lower bounds only). Holm's
+    adjusted p's only rise with any raw p, so the two ends bracket every decision the true p's could give."""
+    holds = holm(upper) < alpha
+    return holm(p_values), holds, (holm(lower) < alpha) & ~holds
+
+
 def _name_level(table: NameTable) -> tuple[np.ndarray, np.ndarray]:
     """Name accuracy (mean over seeds) and slot weight (mean slots over seeds)."""
     return table.values("accuracy").mean(0), table.sentences.mean(0)
@@ -450,6 +459,6 @@ def interval_text(value: float, low: float, high: float, digits: int = 3) -> str
 
 __all__ = [
     "DEFAULT_CONFIDENCE", "DEFAULT_N_BOOT", "DEFAULT_N_PERMUTATIONS", "GroupBootstrap", "NameTable", "bootstrap_ecdf",
-    "bootstrap_group_accuracy", "bootstrap_spread", "ecdf", "gender_permutation_test", "holm", "interval_text",
-    "pairwise_permutation_tests", "percentile_interval", "permutation_difference", "split_group",
+    "bootstrap_group_accuracy", "bootstrap_spread", "ecdf", "gender_permutation_test", "holm", "holm_with_bounds",
+    "interval_text", "pairwise_permutation_tests", "percentile_interval", "permutation_difference", "split_group",
 ]
