@@ -3,9 +3,9 @@
     python aggregate.py --study results/mitigation_study -o <study dir>
     python scripts/restate_claims.py <study dir>
 
-For each claim the first sweep made about `baseline`, `debias` or `mask` (README of commit 8e55d88, with
-its old intervals), prints the same figure from `<study dir>/study_<corpus>.csv` (mean over the seeds there,
-with the interval and what it covers) and its verdict after Holm's adjustment when the difference is in the
+For each claim the first sweep made about `baseline`, `debias`, `mask`, `names` or `mixed_case` (README of commit
+8e55d88, with its old intervals), prints the same figure from `<study dir>/study_<corpus>.csv` (mean over the seeds
+there, with the interval and what it covers) and its verdict after Holm's adjustment when the difference is in the
 claims family (`claims.csv`): *holds*, *does not hold*, or *not decided by the replicates* where the p's
 Monte-Carlo bounds straddle the threshold; *no claim* for a figure that is not in the family (the best - worst
 gap, a level, a difference from one seed a side). Beside `debias`, the normalise-only control
@@ -39,6 +39,24 @@ OLD_CLAIMS = [
     ("insitu_oov", "ALL", "mask", "diff", "(the OOV name set)"),
     ("census", "female_type1_w", "mask", "diff", "census female type-1 +0.027 [0.005, 0.057]"),
     ("winogender", "best_worst_gap", "mask", "diff", "Winogender best - worst +0.026 [-0.038, 0.144]"),
+    ("winogender", "test_f1", "names", "diff", "CoNLL F1 +0.001 [-0.001, 0.003]"),
+    ("winogender", "OOV", "names", "diff", "Winogender OOV (Syedtiastephen) +0.152 [0.033, 0.272]"),
+    ("winogender_oov", "ALL", "names", "diff", "(the OOV name set)"),
+    ("insitu", "ALL", "names", "diff", "In-Situ ALL +0.017 [0.004, 0.029]"),
+    ("insitu", "OOV", "names", "diff", "In-Situ OOV (Syedtiastephen) +0.147 [0.105, 0.189]"),
+    ("census", "female_male_type1_w_gap", "names", "diff", "census female - male type-1 -0.040 [-0.057, -0.022]"),
+    ("census", "female_type1_w", "names", "diff", "census female type-1 -0.036 [-0.061, -0.008]"),
+    ("winogender", "best_worst_gap", "names", "diff", "Winogender best - worst -0.003 [-0.086, 0.052]"),
+    ("winogender", "test_f1", "mixed_case", "diff", "CoNLL F1 +0.003 [0.002, 0.005]"),
+    ("winogender", "test_lower_f1", "mixed_case", "diff", "CoNLL F1 lower-cased +0.815 [0.753, 0.852]"),
+    ("winogender_lower", "ALL", "mixed_case", "value", "lower-cased Winogender ALL 0.864 [0.811, 0.914]"),
+    ("winogender", "ALL", "mixed_case", "diff", "Winogender ALL -0.022 [-0.046, -0.001]"),
+    ("winogender", "OOV", "mixed_case", "diff", "Winogender OOV (Syedtiastephen) -0.173 [-0.331, -0.015]"),
+    ("winogender_oov", "ALL", "mixed_case", "diff", "(the OOV name set)"),
+    ("winogender", "best_worst_gap", "mixed_case", "diff", "Winogender best - worst +0.030 [-0.006, 0.109]"),
+    ("census", "female_type1_w", "mixed_case", "diff", "census female type-1 -0.034 [-0.058, -0.010]"),
+    ("census", "male_type1_w", "mixed_case", "diff", "census male type-1 -0.026 [-0.046, -0.010]"),
+    ("census", "female_male_type1_w_gap", "mixed_case", "diff", "census female - male type-1 -0.008 [-0.027, 0.010]"),
     ("winogender", "best_worst_gap", "baseline", "value", "baseline Winogender best - worst 0.157 [0.086, 0.359]"),
     ("winogender", "Hispanic Female", "baseline", "value", "Hispanic groups 0.79-0.88 in every condition"),
 ]

@@ -312,6 +312,15 @@ def monte_carlo_p_bounds(p_value: float, n_replicates: int, level: float = MONTE
     return float(min(1.0, 2 * low)), float(min(1.0, 2 * high))
 
 
+def replicates_to_resolve(threshold: float, level: float = MONTE_CARLO_LEVEL) -> int:
+    """The fewest replicates B at which a p that no replicate crosses (k = 0) has its Monte-Carlo upper bound
+    (``monte_carlo_p_bounds``) below ``threshold``. With fewer, no p read off the replicates can be shown to
+    pass that threshold, however small the true p: the bound of k = 0 is ``2 (1 - ((1 - level) / 2) ** (1 / B))``."""
+    if not 0 < threshold < 2:
+        raise NerbiasError(f"replicates_to_resolve: threshold {threshold} is not in (0, 2)")
+    return math.floor(math.log((1 - level) / 2) / math.log1p(-threshold / 2)) + 1
+
+
 def bias_corrected(value: float, reps: np.ndarray) -> float:
     """``2 * value - mean(replicates)``: the bootstrap bias correction."""
     finite = np.asarray(reps, dtype=np.float64)
@@ -378,4 +387,4 @@ def t_interval(values: Sequence[float], confidence: float) -> tuple[float, float
 __all__ = ["COVERS_BOTH", "COVERS_NAMES", "COVERS_SEEDS", "Interval", "MONTE_CARLO_LEVEL", "ONE_SEED", "SeedNoise",
            "Statistic", "bias_corrected", "difference_covers", "difference_replicates", "gap_interval", "gap_of",
            "group_accuracies", "inflate", "monte_carlo_p_bounds", "noise_floor", "ratio_statistic", "replicates",
-           "seed_only_interval", "small_sample_factor", "t_interval", "welch_df"]
+           "replicates_to_resolve", "seed_only_interval", "small_sample_factor", "t_interval", "welch_df"]

@@ -17,11 +17,12 @@ DEFAULT_CONFIDENCE = 0.95
 CENSUS_N_BOOT = 1000
 AMBIGUITY_N_BOOT = 1000
 # The mitigation study's bootstraps (aggregate.py --study): the published study tables were made with these.
-# Its claims family holds 48 differences, so Holm's first threshold is 0.05 / 48 = 0.00104; a p read off B
-# replicates decides against it only when its Monte-Carlo upper bound (about 10.6 / B when no replicate
-# crosses 0; intervals.monte_carlo_p_bounds) is below it: B above about 10,200.
+# A p read off B replicates passes Holm's first threshold, 0.05 / (family size), only when its Monte-Carlo
+# upper bound (about 10.6 / B when no replicate crosses 0; intervals.replicates_to_resolve) is below it:
+# 16,000 resolve a family of up to 75 differences (the study's 8 conditions of 8 are 64), 20,000 up to 94.
+# study.md says when the replicates are too few for the family (study.replicate_resolution).
 STUDY_N_BOOT = 20_000
-STUDY_CENSUS_BOOT = 12_000  # drawn in chunks of (units x 250) weights: ~30k units a sex
+STUDY_CENSUS_BOOT = 16_000  # drawn in chunks of (units x 250) weights: ~30k units a sex
 
 REPORT_RULES: dict[str, Rule] = {"n_boot": POSITIVE_INTEGER, "n_permutations": POSITIVE_INTEGER,
                                  "census_boot": POSITIVE_INTEGER, "census_permutations": at_least(0),

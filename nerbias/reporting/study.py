@@ -54,7 +54,8 @@ from nerbias.reporting.study_runs import (CONLL_METRICS, NAME_CORPORA, RACE_GAP_
 from nerbias.reporting.tables import markdown_table
 from nerbias.reporting.intervals import (COVERS_NAMES, COVERS_SEEDS, MONTE_CARLO_LEVEL, ONE_SEED, Interval,
                                          SeedNoise, Statistic, difference_covers, difference_replicates, gap_interval,
-                                         inflate, noise_floor, ratio_statistic, replicates, seed_only_interval)
+                                         inflate, monte_carlo_p_bounds, noise_floor, ratio_statistic, replicates,
+                                         replicates_to_resolve, seed_only_interval)
 from nerbias.reporting.options import STUDY_CENSUS_BOOT, STUDY_N_BOOT
 from nerbias.reporting.uncertainty import DEFAULT_CONFIDENCE, NameTable, holm_with_bounds, split_group
 
@@ -413,6 +414,34 @@ def claims_section(family: pd.DataFrame, alpha: float) -> list[str]:
             markdown_table(shown[["condition", "corpus", "metric", "difference", "p", "p (Holm)", "verdict"]]), ""]
 
 
+def replicate_resolution(family: pd.DataFrame, replicate_counts: Mapping[str, int], alpha: float) -> list[str]:
+    """Whether the replicates can decide the family at all: a p read off B replicates cannot be shown below
+    its Monte-Carlo upper bound at k = 0 (``replicates_to_resolve``), so where that bound is above Holm's first
+    threshold (``alpha`` / family size) no difference drawn from those replicates can hold if it ranks first,
+    however small its true p. ``replicate_counts``: B for the ``names`` and the ``census`` tables (the
+    aggregate's ``--n-boot`` and ``--census-boot``); exact (seed-only) p's need none. Logs a warning and says
+    how many would do where they are too few."""
+    drawn = family[family["p_value_high"] > family["p_value_low"]]  # an exact p is its own bounds
+    if not len(drawn):
+        return []
+    threshold = alpha / len(family)
+    options = {"names": "--n-boot", "census": "--census-boot"}
+    parts, short = [], []
+    for kind in dict.fromkeys("census" if corpus_kind(c) == "census" else "names" for c in drawn["corpus"]):
+        count = replicate_counts[kind]
+        floor = monte_carlo_p_bounds(0.0, count)[1]
+        parts.append(f"{floor:.2g} with {count} {kind} replicates")
+        if floor >= threshold:
+            short.append(f"`{options[kind]} {replicates_to_resolve(threshold)}` or more for the {kind} tables")
+    text = (f"Replicates against Holm: the family's first threshold is {alpha:g} / {len(family)} = {threshold:.2g}; "
+            f"the Monte-Carlo upper bound of a p that no replicate crosses is {' and '.join(parts)}.")
+    if short:
+        log.warning("too few replicates to decide the claims family: %s", "; ".join(short))
+        text += (" Too few: a difference whose p is at that floor cannot hold where it ranks first, however "
+                 f"small its true p; {' and '.join(short)} resolve it.")
+    return [text, ""]
+
+
 def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, baseline: str = "baseline",
               n_boot: int = STUDY_N_BOOT, census_boot: int = STUDY_CENSUS_BOOT, seed: int = 0, ddof: int = 0,
               condition_key: str = "condition", confidence: float = DEFAULT_CONFIDENCE,
@@ -493,6 +522,7 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
         lines += corpus_section(frame, titles.get(label) or corpus_title(corpus, lower),
                                 baseline if has_baseline[label] else None)
     lines += claims_section(family, 1 - confidence)
+    lines += replicate_resolution(family, {"names": n_boot, "census": census_boot}, 1 - confidence)
     papers = paper_claims(frames, family, baseline, 1 - confidence, margin=NO_HELP_MARGIN)
     lines += paper_claims_section(papers, 1 - confidence, margin=NO_HELP_MARGIN)
     goal = goal_frame(frames, baseline, GAP)
@@ -526,4 +556,4 @@ def _platforms_note(runs: Mapping[str, Sequence[StudyRun]]) -> str:
 
 __all__ = ["CONLL_METRICS", "Figures", "HEADLINE", "Study", "StudyRun", "UNDECIDED_BY_REPLICATES", "census_figures",
            "claim_verdict", "claims_family", "corpus_section", "display_table", "find_study", "names_corpus_figures",
-           "run_study", "summary_frame"]
+           "replicate_resolution", "run_study", "summary_frame"]

@@ -246,3 +246,14 @@ def test_the_monte_carlo_bounds_of_a_replicate_p_hold_the_p_of_infinitely_many_r
     assert monte_carlo_p_bounds(0.0, 2000) == pytest.approx((0.0, 2 * (1 - 0.005 ** (1 / 2000))), rel=1e-9)
     exact = seed_only_interval(Statistic(0.9, (1, 2, 3), np.array([0.89, 0.9, 0.91])), LEVEL)
     assert exact.p_low == exact.p_value == exact.p_high  # an exact p has no Monte-Carlo error
+
+
+@pytest.mark.parametrize("family", [48, 56, 64, 75, 76, 94])
+def test_the_replicates_to_resolve_a_threshold_are_the_fewest_whose_floor_is_below_it(family):
+    """``replicates_to_resolve``: at that B the upper bound of a p no replicate crosses is under Holm's first
+    threshold, at one replicate fewer it is not (checked against ``monte_carlo_p_bounds`` itself)."""
+    from nerbias.reporting.intervals import monte_carlo_p_bounds, replicates_to_resolve
+
+    threshold = 0.05 / family
+    needed = replicates_to_resolve(threshold)
+    assert monte_carlo_p_bounds(0.0, needed)[1] < threshold <= monte_carlo_p_bounds(0.0, needed - 1)[1]

@@ -284,3 +284,24 @@ def test_a_claim_holds_only_where_the_monte_carlo_bounds_of_its_p_agree():
     assert frame.set_index("condition").loc[["a", "b", "c"], "holds"].to_list() == [False, False, True]
     table = "\n".join(claims_section(family.reset_index(), 0.05))
     assert table.count(UNDECIDED_BY_REPLICATES) == 2 and table.count("| holds |") == 1  # the text names it once
+
+
+def test_the_study_says_when_its_replicates_are_too_few_for_the_family(caplog):
+    """``replicate_resolution``: a family of 64 (Holm's first threshold 0.00078) is out of reach of 12,000 census
+    replicates (floor 0.00088) but not of 16,000 (0.00066) or of 20,000 name replicates; exact p's need none."""
+    from nerbias.reporting.study import replicate_resolution
+
+    rows = [{"corpus": "census" if i % 8 == 0 else "winogender", "p_value": 0.01, "p_value_low": 0.005,
+             "p_value_high": 0.02} for i in range(63)]
+    rows.append({"corpus": "winogender", "p_value": 0.003, "p_value_low": 0.003, "p_value_high": 0.003})  # exact
+    family = pd.DataFrame(rows)
+    with caplog.at_level("WARNING"):
+        short = "\n".join(replicate_resolution(family, {"names": 20_000, "census": 12_000}, 0.05))
+    assert "0.05 / 64 = 0.00078" in short and "0.00088 with 12000 census replicates" in short
+    assert "`--census-boot 13562` or more" in short and "--n-boot" not in short
+    assert "too few replicates" in caplog.text
+    caplog.clear()
+    enough = "\n".join(replicate_resolution(family, {"names": 20_000, "census": 16_000}, 0.05))
+    assert "Too few" not in enough and "0.00066 with 16000 census replicates" in enough and not caplog.text
+    exact_only = family[family["p_value_low"] == family["p_value_high"]]
+    assert replicate_resolution(exact_only, {"names": 10, "census": 10}, 0.05) == []
