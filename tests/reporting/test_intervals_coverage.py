@@ -257,3 +257,12 @@ def test_the_replicates_to_resolve_a_threshold_are_the_fewest_whose_floor_is_bel
     threshold = 0.05 / family
     needed = replicates_to_resolve(threshold)
     assert monte_carlo_p_bounds(0.0, needed)[1] < threshold <= monte_carlo_p_bounds(0.0, needed - 1)[1]
+
+
+@pytest.mark.parametrize("threshold", [0.0, -0.01, 2.0])
+def test_replicates_to_resolve_names_a_threshold_no_replicate_count_can_reach(threshold):
+    from nerbias.errors import NerbiasError
+    from nerbias.reporting.intervals import replicates_to_resolve
+
+    with pytest.raises(NerbiasError, match=f"threshold {threshold} is not in"):
+        replicates_to_resolve(threshold)
