@@ -166,11 +166,14 @@ def test_a_one_name_group_prints_1_name_instead_of_a_zero_width_interval():
                                             "recognised": [8, 4]})], ignore_index=True)
     table = NameTable.from_frames([frame])
     groups = bootstrap_group_accuracy(table, n_boot=50).table()
-    solo = groups[groups["group"] == "Solo Female"].iloc[0]
-    assert solo["ci_low"] == solo["ci_high"] == solo["accuracy"]  # what would read as certainty
     shown = accuracy_display(groups).set_index("group")["accuracy"]
     assert shown["Solo Female"] == "0.9000 (1 name)"
-    assert shown["Pair Male"].startswith("0.6500 [")  # two names: an interval
+    assert shown["Pair Male"] == "0.6500"  # two names from one seed: no interval (too few names for one that holds)
+    two_seeds = bootstrap_group_accuracy(NameTable.from_frames([frame, frame.assign(recognised=frame["recognised"] - 1)]),
+                                         n_boot=50).table()
+    shown = accuracy_display(two_seeds).set_index("group")["accuracy"]
+    assert shown["Solo Female"] == "0.8500 (1 name)"  # a seed interval exists, but one name is still said
+    assert shown["Pair Male"].startswith("0.6000 [")  # these names, over two seeds
     spread = spread_display(bootstrap_spread(table, n_boot=50)).set_index("group")
     assert spread.loc["Solo Female", "mean"] == "0.900 (1 name)" and "[" in spread.loc["Trio Male", "mean"]
 

@@ -145,5 +145,9 @@ def substitution_pool(candidates: Sequence[str], exclude: Sequence[str], half: s
     pool = sorted({name for name in candidates if name.lower() not in excluded and name.isalpha()})
     if half is None:
         return pool
-    want = 0 if half == "train" else 1
-    return [name for name in pool if hashlib.sha256(name.lower().encode()).digest()[0] % 2 == want]
+    return [name for name in pool if pool_half(name) == half]
+
+
+def pool_half(name: str) -> str:
+    """``train`` or ``heldout``: the half of ``substitution_pool`` a name falls in (a hash of its lower case)."""
+    return POOL_HALVES[hashlib.sha256(name.lower().encode()).digest()[0] % 2]

@@ -132,12 +132,13 @@ def plot_group_accuracy(tables: Mapping[str, NameTable], path: str | Path, by: s
             # one model: each group in its own colour and marker; several: a colour per model
             style = facet_style(label) if len(boots) == 1 else {"color": colors[model], "marker": "o"}
             y = labels.index(label) + offset
-            single = row.names < 2  # no interval: said beside the marker, not drawn as a zero-width bar
-            axis.errorbar([row.accuracy], [y], xerr=None if single else
+            # no interval (one name; too few names from one seed): said beside the marker, not drawn as a bar
+            missing = "1 name" if row.names < 2 else "no interval" if np.isnan(row.ci_low) else None
+            axis.errorbar([row.accuracy], [y], xerr=None if missing else
                           [[row.accuracy - row.ci_low], [row.ci_high - row.accuracy]], fmt=style["marker"],
                           color=style["color"], capsize=3, markersize=5)
-            if single:
-                axis.annotate("1 name", (row.accuracy, y), xytext=(6, 0), textcoords="offset points",
+            if missing:
+                axis.annotate(missing, (row.accuracy, y), xytext=(6, 0), textcoords="offset points",
                               va="center", fontsize=7, color=style["color"])
     if len(boots) > 1:
         axis.legend(handles=[Line2D([], [], color=colors[m], marker="o", label=m) for m in boots], fontsize=7)
@@ -146,7 +147,7 @@ def plot_group_accuracy(tables: Mapping[str, NameTable], path: str | Path, by: s
         tick.set_color(facet_style(label)["color"])
     axis.invert_yaxis()
     axis.set_xlabel(f"group accuracy p_c (share of the group's name slots tagged as a one-token PERSON), "
-                    f"{confidence:.0%} bootstrap interval", fontsize=8)
+                    f"{confidence:.0%} interval (docs/group-statistics.md)", fontsize=8)
     axis.grid(alpha=0.3, axis="x")
     axis.set_title(title or f"Accuracy by {by}" + (f", {next(iter(boots))}" if len(boots) == 1 else ""))
     return _save(figure, path)

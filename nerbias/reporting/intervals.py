@@ -51,6 +51,9 @@ from scipy import special, stats
 from nerbias.errors import NerbiasError
 
 COVERS_BOTH, COVERS_NAMES, COVERS_SEEDS, ONE_SEED = "names+seeds", "names", "seeds", "1 seed"
+# a figure of one group read for its listed names only (a t over the seeds; reporting.group_effects), and a
+# figure printed without an interval because none shown to hold exists for it (a max - min, a ratio of two)
+COVERS_THESE_NAMES, NO_INTERVAL = "these names (seeds)", "none"
 SEED_VARIANCE_QUANTILE = 0.3  # see _df_seed_variance
 MONTE_CARLO_LEVEL = 0.99  # the Monte-Carlo interval of a replicate p (monte_carlo_p_bounds)
 
@@ -76,6 +79,8 @@ class Statistic:
     name_replicates: np.ndarray | None = None
     names: int = 0
     bounds: tuple[float, float] | None = None   # the figure's range (accuracies: 0 to 1); replicates stay in it
+    # (seeds x names) per-name values of a figure of one group, for reporting.group_effects' intervals
+    name_values: np.ndarray | None = None
 
     @property
     def covers(self) -> str:
@@ -99,7 +104,9 @@ def ratio_statistic(rec: np.ndarray, sen: np.ndarray, idx: np.ndarray, drawn: np
     per_seed = rec[:, idx].sum(1) / sen[:, idx].sum(1)
     point = float(per_seed.mean())
     resampled = (rec[:, drawn].sum(-1) / sen[:, drawn].sum(-1)).mean(0)   # (B,): every seed on the drawn names
-    return Statistic(point, seeds, per_seed, inflate(point, resampled, names), names, bounds)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        name_values = rec[:, idx] / sen[:, idx]
+    return Statistic(point, seeds, per_seed, inflate(point, resampled, names), names, bounds, name_values)
 
 
 class SeedNoise:
@@ -384,7 +391,7 @@ def t_interval(values: Sequence[float], confidence: float) -> tuple[float, float
     return float(values.mean() - half), float(values.mean() + half)
 
 
-__all__ = ["COVERS_BOTH", "COVERS_NAMES", "COVERS_SEEDS", "Interval", "MONTE_CARLO_LEVEL", "ONE_SEED", "SeedNoise",
+__all__ = ["COVERS_BOTH", "COVERS_NAMES", "COVERS_SEEDS", "COVERS_THESE_NAMES", "Interval", "NO_INTERVAL", "MONTE_CARLO_LEVEL", "ONE_SEED", "SeedNoise",
            "Statistic", "bias_corrected", "difference_covers", "difference_replicates", "gap_interval", "gap_of",
            "group_accuracies", "inflate", "monte_carlo_p_bounds", "noise_floor", "ratio_statistic", "replicates",
            "replicates_to_resolve", "seed_only_interval", "small_sample_factor", "t_interval", "welch_df"]

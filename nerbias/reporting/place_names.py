@@ -35,7 +35,7 @@ UNAMBIGUOUS_SUFFIX = "_unambiguous"   # the label of a corpus scored again on it
 # Issue 25's goal: the cased Winogender best - worst gap halved (ratio to the baseline <= 0.5, its interval
 # below 1), CoNLL-03 F1 cost <= 0.5 points, place-probe LOCATION recall down <= 2 points, Sofia and Victoria
 # recognised in >= 90 % of their person slots.
-GOAL = {"gap_ratio": 0.5, "f1_cost": 0.005, "place_recall_drop": 0.02, "watched_accuracy": 0.9}
+GOAL = {"deficit_share": 0.5, "f1_cost": 0.005, "place_recall_drop": 0.02, "watched_accuracy": 0.9}
 
 
 def place_recall_statistic(table: NameTable, every: np.ndarray, drawn: np.ndarray, seeds: tuple[int, ...],
@@ -114,9 +114,11 @@ def _number(row: dict[str, Any] | None, key: str) -> float:
 
 def goal_frame(frames: dict[str, pd.DataFrame], baseline: str, gap_metric: str) -> pd.DataFrame:
     """Per condition: the four parts of issue 25's goal (``GOAL``) and whether each, and all, are met.
-    A part whose figure is missing (e.g. no probes) is not met. A condition whose bias-corrected gap is 0
-    or less has no ratio (``summary_frame`` draws none): its ratio is 0, met when the difference's interval
-    lies below 0."""
+    A part whose figure is missing (e.g. no probes) is not met. The gap part is a test, not a ratio of two
+    max - min (which has no interval that holds): the baseline's worst group (its accuracy minus the other
+    groups') has its deficit at least halved, by the one-sided lower bound of the paired per-seed
+    ``condition deficit - baseline deficit / 2`` above 0 (``study._halving``; these names). The ratio of the
+    gaps stays as a description."""
     winogender, probes = frames.get("winogender"), frames.get("probes")
     conditions = [c for c in dict.fromkeys(winogender["condition"]) if c != baseline] if winogender is not None else []
     rows = []
@@ -125,14 +127,13 @@ def goal_frame(frames: dict[str, pd.DataFrame], baseline: str, gap_metric: str) 
         f1 = _row(winogender, condition, "test_f1")
         place = _row(probes, condition, PLACE_RECALL)
         watched = [_number(_row(winogender, condition, WATCHED_PREFIX + name), "value") for name in WATCHED_NAMES]
-        row = {"condition": condition, "gap_ratio": _number(gap, "ratio"), "gap_ratio_high": _number(gap, "ratio_high"),
+        row = {"condition": condition, "gap_ratio": _number(gap, "ratio"),
+               "worst_group": (gap or {}).get("worst_group", ""), "worst_deficit": _number(gap, "worst_deficit"),
+               "worst_deficit_condition": _number(gap, "worst_deficit_condition"),
+               "halving_lower": _number(gap, "halving_lower"),
                "f1_diff": _number(f1, "diff"), "place_recall_diff": _number(place, "diff"),
                **{f"{WATCHED_PREFIX}{name}": value for name, value in zip(WATCHED_NAMES, watched)}}
-        if math.isnan(row["gap_ratio"]) and _number(gap, "value") <= 0:  # the gap is gone: no ratio is drawn
-            row["gap_ratio"], row["gap_ratio_high"] = 0.0, math.nan
-            row["gap_met"] = bool(_number(gap, "diff_high") < 0)  # and the interval says it shrank
-        else:
-            row["gap_met"] = bool(row["gap_ratio"] <= GOAL["gap_ratio"] and row["gap_ratio_high"] < 1)
+        row["gap_met"] = bool(row["halving_lower"] > 0)
         row["f1_met"] = bool(row["f1_diff"] >= -GOAL["f1_cost"])
         row["place_met"] = bool(row["place_recall_diff"] >= -GOAL["place_recall_drop"])
         row["watched_met"] = bool(all(value >= GOAL["watched_accuracy"] for value in watched))
@@ -150,9 +151,11 @@ def goal_section(goal: pd.DataFrame, baseline: str) -> list[str]:
 
     shown = pd.DataFrame({
         "condition": goal["condition"],
-        "gap ratio [high]": [mark(r["gap_ratio"], r["gap_met"], f"{r['gap_ratio']:.2f} [{r['gap_ratio_high']:.2f}]"
-                                  if not math.isnan(r["gap_ratio_high"]) else "0 (gap closed)")
-                             for r in goal.to_dict("records")],
+        "worst group's deficit, baseline -> condition [halving bound]": [
+            mark(r["halving_lower"], r["gap_met"], f"{r['worst_group']}: {r['worst_deficit']:+.3f} -> "
+                 f"{r['worst_deficit_condition']:+.3f} [{r['halving_lower']:+.3f}]") for r in goal.to_dict("records")],
+        "gap ratio (no interval)": ["–" if math.isnan(r["gap_ratio"]) else f"{r['gap_ratio']:.2f}"
+                                    for r in goal.to_dict("records")],
         "CoNLL F1 diff": [mark(r["f1_diff"], r["f1_met"], f"{r['f1_diff']:+.4f}") for r in goal.to_dict("records")],
         "place recall diff": [mark(r["place_recall_diff"], r["place_met"], f"{r['place_recall_diff']:+.3f}")
                               for r in goal.to_dict("records")],
@@ -160,13 +163,15 @@ def goal_section(goal: pd.DataFrame, baseline: str) -> list[str]:
             f"{r[WATCHED_PREFIX + n]:.2f}" for n in WATCHED_NAMES)) for r in goal.to_dict("records")],
         "goal": ["**met**" if met else "not met" for met in goal["met"]]})
     return ["## Goal: a condition that reads context (issue 25)", "",
-            f"Against `{baseline}`: the cased Winogender best - worst gap (bias-corrected) at most "
-            f"{GOAL['gap_ratio']:g} of the baseline's with its interval's upper end below 1; CoNLL-03 test F1 down "
+            f"Against `{baseline}`: on cased Winogender, the baseline's worst group (its accuracy minus the mean of "
+            "the other groups') has its deficit at least halved: the one-sided 95 % lower bound of the paired "
+            "per-seed `condition deficit - baseline deficit / 2` is above 0 (for these names, a t over the seeds; "
+            "the bracket); CoNLL-03 test F1 down "
             f"at most {GOAL['f1_cost'] * 100:g} points; LOCATION recall in the probes' place contexts down at most "
             f"{GOAL['place_recall_drop'] * 100:g} points; {' and '.join(WATCHED_NAMES)} each recognised in at least "
             f"{GOAL['watched_accuracy']:.0%} of their Winogender person slots (mean over seeds). "
-            "Point estimates except where an interval is named; the ratio's interval, like every gap's, covers "
-            "less than 95 % when names that are also places weigh on the groups (docs/mitigation-study.md).", "",
+            "Point estimates except where a bound is named. The ratio of the best - worst gaps is shown without an "
+            "interval: no interval of it was shown to hold (docs/group-statistics.md).", "",
             markdown_table(shown), ""]
 
 

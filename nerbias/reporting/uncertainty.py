@@ -6,14 +6,14 @@ The unit of variation is the *name*: a group's accuracy ``p_c = sum_n p(n) p(PER
 name's share of the group's slots) depends on which 15 names happen to stand for the group. With
 thousands of slots per name the within-name binomial noise is negligible next to that.
 
-- ``bootstrap_group_accuracy``: percentile intervals from ``n_boot`` replicates (default 2000).
-  Each replicate resamples the names of every group with replacement, *within* the group, so
-  group sizes stay as designed. With several runs of one model (training seeds) the seed part is
-  not resampled (2-5 seeds give [min, max]-like intervals) but added as the study's t-based part
-  (``reporting.intervals``), the same multipliers for every group of a replicate, so the gap between
-  the best and the worst group is recomputed replicate by replicate (``GroupBootstrap.gap``). That gap
-  is a range, never below 0: its interval says how large it is, the permutation tests whether it is
-  there at all.
+- ``bootstrap_group_accuracy``: each group's accuracy with the interval of ``reporting.group_effects``
+  (``group_interval``): names like these (a crossed names x seeds t) for a group of at least
+  ``group_effects.MIN_NAMES`` names, these names (a t over the seeds) for a smaller one from 2 seeds,
+  none from one seed; the ``estimand`` column says which. The pooled ``ALL`` row keeps the percentile
+  bootstrap from ``n_boot`` replicates (default 2000): names resampled with replacement within every
+  group, and with several seeds the study's t-based seed part (``reporting.intervals``). The best -
+  worst gap (``GroupBootstrap.gap``) is a max - min, whose bootstrap is not consistent: it is given
+  without an interval; ``group_effects.group_effect_test`` says whether there is a group effect at all.
 - ``bootstrap_spread``: the same resampling for the Table 4/5 statistics (min, mean, std, median
   of a per-name column over all names). The bootstrap of a minimum is not consistent, so no
   interval is given for ``min``.
@@ -39,8 +39,9 @@ from scipy import stats
 
 from nerbias.errors import NerbiasError
 from nerbias.bias.names import OOV_GROUP, NameList
-from nerbias.reporting import intervals
-from nerbias.reporting.intervals import SeedNoise
+from nerbias.reporting import group_effects, intervals
+from nerbias.reporting.group_effects import GroupInterval
+from nerbias.reporting.intervals import COVERS_BOTH, COVERS_NAMES, SeedNoise
 from nerbias.reporting.options import DEFAULT_CONFIDENCE, DEFAULT_N_BOOT, DEFAULT_N_PERMUTATIONS
 
 FACETS = ("group", "gender", "race")
@@ -199,27 +200,27 @@ class GroupBootstrap:
     confidence: float
     all_point: float = float("nan")  # every name of every group pooled (per_group's ALL row)
     all_replicates: np.ndarray | None = None
+    intervals: list[GroupInterval] = field(default_factory=list)  # per group: group_effects.group_interval
 
     def table(self, with_all: bool = False) -> pd.DataFrame:
-        """One row per group (and ``ALL`` last when asked): accuracy, interval, bootstrap SE."""
-        labels, names, point, replicates = list(self.labels), list(self.names), self.point, self.replicates
+        """One row per group (and ``ALL`` last when asked): accuracy, interval, its SE and estimand."""
+        frame = pd.DataFrame({self.by: self.labels, "names": self.names, "seeds": self.n_seeds,
+                              "accuracy": self.point, "ci_low": [i.low for i in self.intervals],
+                              "ci_high": [i.high for i in self.intervals], "se": [i.se for i in self.intervals],
+                              "estimand": [i.estimand for i in self.intervals]})
         if with_all and self.all_replicates is not None:
-            labels.append("ALL")
-            names.append(sum(self.names))
-            point = np.append(point, self.all_point)
-            replicates = np.column_stack([replicates, self.all_replicates])
-        low, high = percentile_interval(replicates, self.confidence)
-        return pd.DataFrame({self.by: labels, "names": names, "seeds": self.n_seeds,
-                             "accuracy": point, "ci_low": low, "ci_high": high,
-                             "se": replicates.std(axis=0, ddof=1)})
+            low, high = percentile_interval(self.all_replicates, self.confidence)
+            estimand = group_effects.ESTIMANDS[COVERS_BOTH if self.n_seeds > 1 else COVERS_NAMES]
+            frame.loc[len(frame)] = {self.by: "ALL", "names": sum(self.names), "seeds": self.n_seeds,
+                                     "accuracy": self.all_point, "ci_low": low, "ci_high": high,
+                                     "se": self.all_replicates.std(ddof=1), "estimand": estimand}
+        return frame
 
     def gap(self) -> dict:
-        """Best minus worst group accuracy, its interval recomputed replicate by replicate."""
-        gaps = self.replicates.max(axis=1) - self.replicates.min(axis=1)
-        low, high = percentile_interval(gaps, self.confidence)
+        """Best minus worst group accuracy, without an interval (a max - min: its bootstrap is not consistent)."""
         best, worst = int(np.argmax(self.point)), int(np.argmin(self.point))
         return {"best": self.labels[best], "worst": self.labels[worst],
-                "gap": float(self.point[best] - self.point[worst]), "ci_low": float(low), "ci_high": float(high),
+                "gap": float(self.point[best] - self.point[worst]), "ci_low": float("nan"), "ci_high": float("nan"),
                 "confidence": self.confidence, "n_boot": len(self.replicates), "seeds": self.n_seeds}
 
 
@@ -244,10 +245,14 @@ def bootstrap_group_accuracy(table: NameTable, by: str = "group", n_boot: int = 
                                                                intervals.inflate(centre, resampled, names), names,
                                                                (0.0, 1.0)))
 
+    group_intervals = []
     for g, label in enumerate(labels):
         members = np.flatnonzero(facets == label)
         sizes.append(len(members))
         point[g] = (rec[:, members].sum(1) / sen[:, members].sum(1)).mean()
+        group_intervals.append(group_effects.group_interval(group_effects.accuracy_table(rec[:, members],
+                                                                                         sen[:, members]),
+                                                            confidence, point[g]))
         drawn = _name_draws(rng, members, n_boot)  # (B, n)
         drawn_all, members_all = drawn_all + [drawn], members_all + [members]
         if noise is None:  # p_c on the drawn names: slots-weighted, so recognised / slots of the draw
@@ -258,7 +263,8 @@ def bootstrap_group_accuracy(table: NameTable, by: str = "group", n_boot: int = 
     all_point = float((rec.sum(1) / sen.sum(1)).mean())
     all_replicates = (rec[0, drawn].sum(-1) / sen[0, drawn].sum(-1) if noise is None
                       else two_level(every, drawn, min(sizes)))
-    return GroupBootstrap(by, labels, sizes, point, replicates, table.n_seeds, confidence, all_point, all_replicates)
+    return GroupBootstrap(by, labels, sizes, point, replicates, table.n_seeds, confidence, all_point, all_replicates,
+                          group_intervals)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -7,8 +7,9 @@ import math
 import pandas as pd
 import pytest
 
-from nerbias.reporting.paper_claims import (FEMALE_NOT_PERSON, NO_HELP, WHITE_BEST, paper_claims,
-                                            paper_claims_section)
+from nerbias.errors import NerbiasError
+from nerbias.reporting.paper_claims import (FEMALE_NOT_PERSON, MARGINS_PATH, NO_HELP, WHITE_BEST, declared_margins,
+                                            paper_claims, paper_claims_section)
 
 
 def level(condition, metric, value, low, high, p, covers="names+seeds", **extra):
@@ -27,8 +28,9 @@ def frames(white_black_p=0.001, debias_all_high=0.01, debias_holds=(), census_co
                           level("baseline", "White - Hispanic", 0.15, 0.05, 0.25, 0.001),
                           level("baseline", "female_male_gap", -0.02, -0.05, 0.01, 0.2),
                           difference("debias", "ALL", 0.9, -0.01, -0.03, debias_all_high, 0.4),
-                          difference("debias", "female_male_gap", -0.01, 0.01, -0.02, 0.04, 0.5)])
-    census = pd.DataFrame([level("baseline", "female_male_type1_w_gap", 0.07, 0.03, 0.11, 0.004, census_covers)])
+                          difference("debias", "female_male_gap", -0.015, 0.005, -0.01, 0.015, 0.5)])
+    census = pd.DataFrame([level("baseline", "female_male_type1_w_gap", 0.07, 0.03, 0.11, 0.004, census_covers),
+                           difference("debias", "female_male_type1_w_gap", 0.065, -0.005, -0.015, 0.01, 0.5)])
     family = pd.DataFrame([{"corpus": corpus, "condition": "debias", "metric": metric,
                             "p_holm": 0.01 if metric in debias_holds else 0.9, "holds": metric in debias_holds,
                             "undecided": False}
@@ -61,7 +63,7 @@ def test_one_race_gap_that_does_not_survive_holm_fails_the_white_names_claim():
 
 def test_debiasing_helps_when_an_improvement_holds_and_is_undecided_when_its_interval_allows_help():
     tables, family = frames(debias_all_high=0.05)
-    assert verdicts(paper_claims(tables, family, "baseline", 0.05))[NO_HELP] == "not decided"
+    assert verdicts(paper_claims(tables, family, "baseline", 0.05))[NO_HELP] == "not shown to help"
     tables, family = frames(debias_holds=("ALL",))
     debiased_all = (tables["winogender"]["condition"] == "debias") & (tables["winogender"]["metric"] == "ALL")
     tables["winogender"].loc[debiased_all, ["diff", "diff_low", "diff_high"]] = (0.02, 0.01, 0.03)  # ALL up, held
@@ -120,3 +122,33 @@ def test_a_level_test_or_an_improvement_the_replicates_cannot_decide_is_not_deci
     tables, family = frames(debias_holds=("female_male_gap",))  # an improvement towards 0 the replicates leave open
     family["holds"], family["undecided"] = False, family["metric"] == "female_male_gap"
     assert verdicts(paper_claims(tables, family, "baseline", 0.05))[NO_HELP] == "not decided"
+
+
+def test_no_help_is_a_non_superiority_test_on_every_bias_measure_at_its_declared_margin():
+    """The census gap's interval leaves a cut of 0.03 open (half the margin's reach): not shown to help, and the
+    row says the largest help not excluded; the declared margins are the config's."""
+    assert declared_margins() == {"ALL": 0.02, "female_male_gap": 0.02, "female_male_type1_w_gap": 0.02}
+    tables, family = frames()
+    row = tables["census"]["condition"] == "debias"
+    tables["census"].loc[row, ["diff", "diff_low", "diff_high"]] = (-0.001, -0.03, 0.03)
+    claims = paper_claims(tables, family, "baseline", 0.05)
+    assert verdicts(claims)[NO_HELP] == "not shown to help"
+    census = claims[(claims["claim"] == NO_HELP) & (claims["corpus"] == "census")].iloc[0]
+    assert census["largest_help"] == pytest.approx(0.03) and census["verdict"] == "not shown to help"
+    assert "largest help not excluded" in "\n".join(paper_claims_section(claims, 0.05))
+    # a wider margin declared before the runs would let the same interval hold
+    wide = dict(declared_margins(), female_male_type1_w_gap=0.04)
+    assert verdicts(paper_claims(tables, family, "baseline", 0.05, margins=wide))[NO_HELP] == "holds"
+
+
+def test_a_margin_without_a_reason_or_an_unknown_figure_is_refused(tmp_path):
+    text = MARGINS_PATH.read_text()
+    (tmp_path / "no_reason.yaml").write_text("no_help:\n  ALL:\n    margin: 0.02\n")
+    with pytest.raises(NerbiasError, match="no_help.ALL needs a margin in \\(0, 1\\) and a reason"):
+        declared_margins(tmp_path / "no_reason.yaml")
+    (tmp_path / "unknown.yaml").write_text(text.replace("  ALL:", "  ALLL:"))
+    with pytest.raises(NerbiasError, match="no_help.ALLL is not a figure"):
+        declared_margins(tmp_path / "unknown.yaml")
+    (tmp_path / "extra.yaml").write_text(text + "\nsmaple: 1\n")
+    with pytest.raises(NerbiasError, match="unknown key"):
+        declared_margins(tmp_path / "extra.yaml")

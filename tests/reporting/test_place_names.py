@@ -80,28 +80,23 @@ def test_place_recall_watched_names_and_the_gap_without_ambiguous_names_by_hand(
     assert set(claims["corpus"]) == {"winogender"}  # the probes and the extra section are not claims
 
 
-def test_goal_needs_every_part_and_the_gap_ratio_interval_below_one():
-    def frames(ratio_high: float, f1: float, place: float, sofia: float) -> dict[str, pd.DataFrame]:
-        rows = [("best_worst_gap", {"ratio": 0.4, "ratio_high": ratio_high}), ("test_f1", {"diff": f1}),
-                ("name: Sofia", {"value": sofia}), ("name: Victoria", {"value": 0.95})]
+def test_goal_needs_every_part_and_the_worst_deficit_halved():
+    def frames(halving_lower: float, f1: float, place: float, sofia: float) -> dict[str, pd.DataFrame]:
+        rows = [("best_worst_gap", {"ratio": 0.4, "halving_lower": halving_lower, "worst_group": "Hispanic Female",
+                                    "worst_deficit": -0.1, "worst_deficit_condition": -0.03}),
+                ("test_f1", {"diff": f1}), ("name: Sofia", {"value": sofia}), ("name: Victoria", {"value": 0.95})]
         winogender = pd.DataFrame([{"condition": c, "metric": m, **v} for c in ("baseline", "x") for m, v in rows])
         probes = pd.DataFrame([{"condition": "x", "metric": "place_recall", "diff": place}])
         return {"winogender": winogender, "probes": probes}
-    assert goal_frame(frames(0.9, -0.004, -0.01, 0.92), "baseline", "best_worst_gap")["met"].tolist() == [True]
-    for spoiled in (frames(1.1, -0.004, -0.01, 0.92), frames(0.9, -0.006, -0.01, 0.92),
-                    frames(0.9, -0.004, -0.03, 0.92), frames(0.9, -0.004, -0.01, 0.89)):
+    assert goal_frame(frames(0.01, -0.004, -0.01, 0.92), "baseline", "best_worst_gap")["met"].tolist() == [True]
+    for spoiled in (frames(-0.01, -0.004, -0.01, 0.92), frames(0.01, -0.006, -0.01, 0.92),
+                    frames(0.01, -0.004, -0.03, 0.92), frames(0.01, -0.004, -0.01, 0.89),
+                    frames(np.nan, -0.004, -0.01, 0.92)):   # no halving test (one seed): not met
         assert goal_frame(spoiled, "baseline", "best_worst_gap")["met"].tolist() == [False]
-    closed = frames(0.9, -0.004, -0.01, 0.92)  # a corrected gap of 0 or less has no ratio: judged by the diff
-    closed["winogender"].loc[closed["winogender"]["metric"] == "best_worst_gap", ["ratio", "ratio_high"]] = np.nan
-    closed["winogender"].loc[closed["winogender"]["metric"] == "best_worst_gap", ["value", "diff_high"]] = [-0.01, -0.05]
-    row = goal_frame(closed, "baseline", "best_worst_gap").iloc[0]
-    assert row["gap_ratio"] == 0 and row["gap_met"] and row["met"]
-    closed["winogender"].loc[closed["winogender"]["metric"] == "best_worst_gap", "diff_high"] = 0.02
-    assert not goal_frame(closed, "baseline", "best_worst_gap")["gap_met"].iloc[0]
-    no_probes = frames(0.9, -0.004, -0.01, 0.92)
+    no_probes = frames(0.01, -0.004, -0.01, 0.92)
     del no_probes["probes"]
     assert goal_frame(no_probes, "baseline", "best_worst_gap")["place_met"].tolist() == [False]  # unmeasured
-    assert GOAL == {"gap_ratio": 0.5, "f1_cost": 0.005, "place_recall_drop": 0.02, "watched_accuracy": 0.9}
+    assert GOAL == {"deficit_share": 0.5, "f1_cost": 0.005, "place_recall_drop": 0.02, "watched_accuracy": 0.9}
 
 
 def test_a_profile_without_the_evaluated_names_or_a_group_left_empty_is_an_error(tmp_path):

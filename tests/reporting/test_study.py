@@ -58,6 +58,10 @@ def read(out: Path, label: str) -> pd.DataFrame:
     return pd.read_csv(out / f"study_{label}.csv").set_index(["condition", "metric"])
 
 
+def gap_p(table: pd.DataFrame, condition: str) -> float:
+    return float(table.loc[(condition, "best_worst_gap"), "group_effect_p"])
+
+
 def test_point_values_are_the_papers_statistics_averaged_over_seeds(tmp_path):
     write_run(tmp_path, "baseline", 1, BASE, 0.90)
     write_run(tmp_path, "baseline", 2, {**BASE, "Aisha": 8, "OOV": 7}, 0.92)
@@ -71,9 +75,15 @@ def test_point_values_are_the_papers_statistics_averaged_over_seeds(tmp_path):
     assert value("female_male_gap") == pytest.approx(female - 1.0)
     white = np.mean([(10 + 10 + 9 + 7) / 40, (10 + 10 + 9 + 7) / 40])   # White Male and White Female pooled
     assert value("White - Black") == pytest.approx(white - value("Black Female"))
-    assert table.loc[("baseline", "White - Black"), "ci_covers"] == "names+seeds"
+    # a race's pool of 2 names a group: for these names only (a t over the two seeds), not for names like these
+    assert table.loc[("baseline", "White - Black"), "ci_covers"] == "these names (seeds)"
     race_gap = table.loc[("baseline", "White - Black")]
+    per_seed = np.array([36 / 40 - 14 / 20, 36 / 40 - 16 / 20])
+    assert (race_gap["ci_low"], race_gap["ci_high"]) == pytest.approx(
+        stats.t.interval(0.95, 1, per_seed.mean(), per_seed.std(ddof=1) / np.sqrt(2)))
     assert (race_gap["ci_p"] < 0.05) == (race_gap["ci_low"] > 0 or race_gap["ci_high"] < 0)  # p inverts the interval
+    assert table.loc[("baseline", "Black Female"), "ci_covers"] == "these names (seeds)"
+    assert 0 < gap_p(table, "baseline") <= 1
     assert np.isnan(table.loc[("baseline", "best_worst_gap"), "ci_p"])  # a gap is not tested against 0
     gap = table.loc[("baseline", "best_worst_gap")]
     assert gap["raw"] == pytest.approx(1.0 - value("Black Female"))
@@ -84,7 +94,8 @@ def test_point_values_are_the_papers_statistics_averaged_over_seeds(tmp_path):
     assert value("median_confidence_std") == pytest.approx(np.std(medians))
     assert value("test_f1") == pytest.approx(0.91) and value("test_lower_f1") == pytest.approx(0.455)
     low, high = table.loc[("baseline", "best_worst_gap"), ["ci_low", "ci_high"]]
-    assert low <= value("best_worst_gap") <= high and high > low
+    assert np.isnan(low) and np.isnan(high)  # a max - min: no interval (docs/group-statistics.md)
+    assert table.loc[("baseline", "best_worst_gap"), "ci_covers"] == "none"
     assert table.loc[("baseline", "ALL"), "ci_covers"] == "names+seeds"
     assert table.loc[("baseline", "test_f1"), "ci_covers"] == "seeds"
 
@@ -97,8 +108,11 @@ def test_differences_are_paired_on_the_names(tmp_path):
     path = run_study(tmp_path, tmp_path / "out", n_boot=300)
     table = read(tmp_path / "out", "winogender")
     # the same model on the same names in every replicate: no difference at all, not a wide interval
-    for metric in ("ALL", "best_worst_gap", "Black Female", "median_confidence_std"):
+    for metric in ("ALL", "median_confidence_std"):
         assert tuple(table.loc[("same", metric), ["diff", "diff_low", "diff_high"]]) == (0.0, 0.0, 0.0)
+    assert table.loc[("same", "best_worst_gap"), "diff"] == 0.0
+    # one seed a side and 2 names a group: a group's difference has no interval that holds
+    assert np.isnan(table.loc[("same", "Black Female"), "diff_low"])
     gap, base_gap = table.loc[("better", "best_worst_gap")], table.loc[("baseline", "best_worst_gap")]
     assert gap["raw"] - base_gap["raw"] == pytest.approx((1 - 0.9) - (1 - 0.7))
     assert gap["diff"] == pytest.approx(gap["value"] - base_gap["value"])  # of the bias-corrected gaps
@@ -106,7 +120,7 @@ def test_differences_are_paired_on_the_names(tmp_path):
         assert gap["ratio"] == pytest.approx(gap["value"] / base_gap["value"])
     else:
         assert np.isnan(gap.get("ratio", np.nan))
-    assert gap["diff_low"] < gap["diff"] < gap["diff_high"] <= 1  # two names a group: wide, as it should be
+    assert np.isnan(gap["diff_low"]) and np.isnan(gap["ratio_low"])  # no interval for a gap's change or ratio
     text = path.read_text()
     assert "## Winogender" in text and "Difference from `baseline`" in text and "## Claims" in text
     assert "0.000 (no spread)" in text and "[0.000, 0.000]" not in text  # never a zero-width interval
@@ -305,3 +319,25 @@ def test_the_study_says_when_its_replicates_are_too_few_for_the_family(caplog):
     assert "Too few" not in enough and "0.00066 with 16000 census replicates" in enough and not caplog.text
     exact_only = family[family["p_value_low"] == family["p_value_high"]]
     assert replicate_resolution(exact_only, {"names": 10, "census": 10}, 0.05) == []
+
+
+def test_the_study_opens_with_the_group_effect_test_and_judges_halving_by_a_paired_bound(tmp_path):
+    """Black Female is the baseline's worst group; `halves` lifts it to a deficit under half the baseline's in
+    both seeds, `keeps` leaves it. study.md opens with the group-effect p; goal.csv carries the halving bound."""
+    for seed, shift in ((1, 0), (2, 1)):
+        write_run(tmp_path, "baseline", seed, {**BASE, "Aisha": 3 + shift, "Ebony": 4}, 0.90)
+        write_run(tmp_path, "halves", seed, {**BASE, "Aisha": 7 + shift, "Ebony": 8}, 0.90)
+        write_run(tmp_path, "keeps", seed, {**BASE, "Aisha": 3 + shift, "Ebony": 4 - shift}, 0.90)
+    path = run_study(tmp_path, tmp_path / "out", n_boot=100)
+    text = path.read_text()
+    assert text.index("## Is there a group effect?") < text.index("## Winogender")
+    goal = pd.read_csv(tmp_path / "out" / "goal.csv").set_index("condition")
+    assert (goal["worst_group"] == "Black Female").all()
+    base = np.array([(3 + 4 + s) / 20 - ((10 + 10) / 20 + (9 + 7) / 20) / 2 for s in (0, 1)])  # minus the others
+    halves = np.array([(7 + 8 + s) / 20 - ((10 + 10) / 20 + (9 + 7) / 20) / 2 for s in (0, 1)])
+    margin = halves - 0.5 * base
+    lower = margin.mean() - stats.t.ppf(0.95, 1) * margin.std(ddof=1) / np.sqrt(2)
+    assert goal.loc["halves", "halving_lower"] == pytest.approx(lower)
+    assert goal.loc["halves", "gap_met"] and not goal.loc["keeps", "gap_met"]
+    table = read(tmp_path / "out", "winogender")
+    assert np.isnan(table.loc[("halves", "best_worst_gap"), "ratio_low"])  # the ratio has no interval

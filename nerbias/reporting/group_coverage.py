@@ -1,0 +1,329 @@
+"""Coverage and power of one-group intervals, by simulation in the shapes the real groups have.
+
+    python -m nerbias.reporting.group_coverage [--studies 1000] [-o DIR]
+
+writes ``group_coverage.csv`` (method x shape x names x seeds: coverage and mean width), ``group_power.csv``
+(names and seeds against the group difference a test detects) and prints both as Markdown
+(docs/group-statistics.md holds the tables and the command that made them).
+
+**Model.** A name's recognition probability is ``expit(a + b_s + c_sn)``: ``a`` the name's logit, ``b_s`` a
+seed effect (sd ``SEED_SD``), ``c_sn`` a seed x name interaction (sd ``INTERACTION_SD``; both measured on
+the archived baseline's Winogender names, logit scale); each (seed, name) has ``SLOTS`` binomial slots, as in
+the 100k Winogender sample. A shape is a population of name logits: the per-name accuracies (mean over
+seeds) of one real group of the archived baseline (``results/mitigation_study``), each drawn name taking one
+of them at random plus a jitter (sd ``JITTER_SD``), so a draw of 15 names can miss a group's one or two rare
+low names, as a real list can. Truths are exact (Gauss-Hermite over the normal parts):
+
+- **names like these**: ``E`` over the population's names and over seeds;
+- **these names**: ``E`` over seeds for the names drawn;
+- one seed: the names-like-these truth given that seed's effect (an interval from one trained model says
+  nothing of another).
+
+The paired difference of one group puts the condition's change in a few names, as ``ambiguous_names`` does:
+names whose baseline accuracy is under 0.1 gain ``PLACE_SHIFT`` logits, the rest none.
+
+**Methods** (every one run through the estimator code it names):
+
+- ``log-error t``: ``group_effects.names_like_these_interval`` (kept for a group's accuracy): names part +
+  seeds part, Welch df, the t interval of log(1 - accuracy) mapped back; not defined for a difference;
+- ``Welch t``: the same variance, symmetric on the accuracy scale;
+- ``crossed t``: the mixed model of a balanced names x seeds layout (``group_effects.crossed_variance``);
+- ``bootstrap``: the study's name bootstrap plus t seed part (``intervals.ratio_statistic`` + ``replicates``);
+- ``studentised bootstrap``: a bootstrap-t over names (names resampled within the group, each resample's own
+  standard error, the seed part added; Davison & Hinkley 1997, 5.2);
+- ``seeds t``: ``group_effects.these_names_interval``, against the these-names truth (kept for every
+  figure of one group below ``MIN_NAMES`` names and for every difference).
+
+**Power** (``power_table``): two groups of the pooled shape of Mishra et al.'s 120 names, the second's
+logits shifted so that its names-like-these accuracy is lower by the difference, tested by
+``group_effects.group_effect_test`` (the permutation test over names the reports open with) at 0.05.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import optimize, special, stats
+
+from nerbias.fileio import write_csv
+from nerbias.reporting import group_effects
+from nerbias.reporting.intervals import Interval, SeedNoise, ratio_statistic, replicates
+from nerbias.reporting.tables import markdown_table
+
+ARCHIVE = Path(__file__).resolve().parents[2] / "results" / "mitigation_study"
+SEED_SD, INTERACTION_SD, JITTER_SD = 0.15, 0.5, 0.3
+SLOTS = 2459
+PLACE_SHIFT = 3.0   # logits: a place-like name at 0.02 rises to about 0.3, as ambiguous_names moved Sofia
+LOW = 0.1           # a name under this baseline accuracy is "place-like" for the difference's shapes
+CONFIDENCE = 0.95
+HERMITE = np.polynomial.hermite_e.hermegauss(60)
+# shape -> (archived group whose names it takes, whether a place-like name is added to it)
+SHAPES = {
+    "near ceiling, no tail (White Male)": ("White Male", False),
+    "one low name (White Female)": ("White Female", False),
+    "two low names (Black Female)": ("Black Female", False),
+    "place-like names in this group (Hispanic Female)": ("Hispanic Female", False),
+    "a place-like name in every group (White Male + 1)": ("White Male", True),
+    "mid-heavy (Muslim Male)": ("Muslim Male", False),
+}
+DIFFERENCE_SHAPES = ("place-like names in this group (Hispanic Female)",
+                     "a place-like name in every group (White Male + 1)")
+
+
+def archived_accuracies(archive: Path = ARCHIVE, condition: str = "baseline") -> dict[str, np.ndarray]:
+    """Per group: its names' Winogender accuracy, mean over the archived condition's seeds."""
+    frames = [pd.read_csv(path / "bias" / "winogender" / "per_name.csv")
+              for path in sorted(archive.glob(f"{condition}-seed*")) if (path / "bias" / "winogender").is_dir()]
+    if not frames:
+        raise FileNotFoundError(f"{archive}: no {condition}-seed*/bias/winogender/per_name.csv")
+    means = pd.concat(frames).groupby(["group", "name"])["accuracy"].mean().reset_index()
+    return {group: np.sort(part["accuracy"].to_numpy()) for group, part in means.groupby("group")}
+
+
+def shape_logits(shape: str, accuracies: dict[str, np.ndarray]) -> np.ndarray:
+    group, add_place = SHAPES[shape]
+    values = accuracies[group]
+    if add_place:
+        values = np.append(values, accuracies["Hispanic Female"].min())   # a Sofia among them
+    return special.logit(np.clip(values, 0.002, 0.998))
+
+
+def logistic_normal_mean(logits: np.ndarray, variance: float) -> np.ndarray:
+    """``E expit(a + z)``, z ~ N(0, variance), for each ``a`` (Gauss-Hermite, 60 nodes)."""
+    nodes, weights = HERMITE
+    values = special.expit(np.asarray(logits, dtype=np.float64)[..., None] + np.sqrt(variance) * nodes)
+    return values @ weights / weights.sum()
+
+
+def population_mean(logits: np.ndarray, extra_variance: float) -> float:
+    return float(logistic_normal_mean(logits, JITTER_SD ** 2 + extra_variance).mean())
+
+
+def shift_of(logits: np.ndarray) -> np.ndarray:
+    return np.where(special.expit(logits) < LOW, PLACE_SHIFT, 0.0)
+
+
+@dataclass
+class Draw:
+    """One batch of simulated studies of one group: accuracies (studies, seeds, names) and their truths."""
+
+    accuracy: np.ndarray
+    recognised: np.ndarray
+    truth_population: np.ndarray   # (studies,): names like these (given the seed when there is one seed)
+    truth_these: np.ndarray        # (studies,): these names
+
+
+def simulate(logits: np.ndarray, names: int, seeds: int, studies: int, rng: np.random.Generator,
+             shifted: bool = False) -> Draw:
+    """Studies of one group (``shifted``: the paired difference, condition - baseline, per (seed, name))."""
+    kind = rng.integers(0, len(logits), (studies, names))
+    a = logits[kind] + JITTER_SD * rng.standard_normal((studies, names))
+    shift = shift_of(logits)[kind] if shifted else np.zeros_like(a)
+
+    def one_condition(delta: np.ndarray) -> np.ndarray:
+        b = SEED_SD * rng.standard_normal((studies, seeds, 1))
+        c = INTERACTION_SD * rng.standard_normal((studies, seeds, names))
+        return rng.binomial(SLOTS, special.expit(a[:, None, :] + delta[:, None, :] + b + c)), b
+
+    rec, b = one_condition(shift)
+    seed_var = SEED_SD ** 2 + INTERACTION_SD ** 2
+    if not shifted:
+        these = logistic_normal_mean(a, seed_var).mean(1)
+        if seeds == 1:   # given the one seed's effect: the interaction stays random
+            given = logistic_normal_mean(logits[None, :] + b[:, 0, :], JITTER_SD ** 2 + INTERACTION_SD ** 2)
+            population = given.mean(1)
+        else:
+            population = np.full(studies, population_mean(logits, seed_var))
+        return Draw(rec / SLOTS, rec.astype(np.float64), population, these)
+    base, _ = one_condition(np.zeros_like(a))
+    delta = shift_of(logits)
+    these = (logistic_normal_mean(a + shift, seed_var) - logistic_normal_mean(a, seed_var)).mean(1)
+    population = np.full(studies, float((logistic_normal_mean(logits + delta, JITTER_SD ** 2 + seed_var)
+                                         - logistic_normal_mean(logits, JITTER_SD ** 2 + seed_var)).mean()))
+    return Draw((rec - base) / SLOTS, (rec - base).astype(np.float64), population, these)
+
+
+# ----------------------------------------------------------------------------------------------
+# Methods: (studies, seeds, names) accuracies -> (low, high) per study
+
+
+def _symmetric(variance_of: Callable) -> Callable:
+    def method(accuracy: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        lows, highs = np.empty(len(accuracy)), np.empty(len(accuracy))
+        for i, table in enumerate(accuracy):
+            variance, df = variance_of(table)
+            half = stats.t.ppf(0.5 + CONFIDENCE / 2, df) * np.sqrt(variance)
+            lows[i], highs[i] = table.mean() - half, table.mean() + half
+        return lows, highs
+    return method
+
+
+def log_error_t(accuracy: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    out = [group_effects.names_like_these_interval(table, CONFIDENCE) for table in accuracy]
+    return np.array([i.low for i in out]), np.array([i.high for i in out])
+
+
+def seeds_t(accuracy: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    out = [group_effects.these_names_interval(table.mean(1), CONFIDENCE) for table in accuracy]
+    return np.array([i.low for i in out]), np.array([i.high for i in out])
+
+
+def study_bootstrap(accuracy: np.ndarray, rng: np.random.Generator, n_boot: int = 400
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """The study's interval of a group figure: ``ratio_statistic`` (names drawn within the group) and
+    ``replicates`` (t-scaled seed part), read by ``Interval.from_replicates``."""
+    studies, seeds, names = accuracy.shape
+    noise = SeedNoise(n_boot, int(rng.integers(1 << 30)))
+    lows, highs = np.empty(studies), np.empty(studies)
+    sentences = np.full((seeds, names), float(SLOTS))
+    members = np.arange(names)
+    for i, table in enumerate(accuracy):
+        drawn = members[rng.integers(0, names, (n_boot, names))]
+        statistic = ratio_statistic(table * SLOTS, sentences, members, drawn, tuple(range(1, seeds + 1)), names,
+                                    bounds=(-1.0, 1.0))
+        interval = Interval.from_replicates(statistic.point, replicates(noise, statistic),
+                                            "names+seeds" if seeds > 1 else "names", CONFIDENCE)
+        lows[i], highs[i] = interval.low, interval.high
+    return lows, highs
+
+
+def studentised_bootstrap(accuracy: np.ndarray, rng: np.random.Generator, n_boot: int = 400
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """Bootstrap-t over names; the seed part (the crossed variance less its names part) added to every
+    resample's variance."""
+    studies, seeds, names = accuracy.shape
+    lows, highs = np.empty(studies), np.empty(studies)
+    tail = (1 - CONFIDENCE) / 2
+    for i, table in enumerate(accuracy):
+        name_means = table.mean(0)
+        variance, _ = group_effects.names_seeds_variance(table)
+        seed_part = max(variance - name_means.var(ddof=1) / names, 0.0)
+        drawn = name_means[rng.integers(0, names, (n_boot, names))]
+        se_star = np.sqrt(drawn.var(axis=1, ddof=1) / names + seed_part)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t_star = (drawn.mean(1) - name_means.mean()) / se_star
+        t_star = t_star[np.isfinite(t_star)]
+        se = np.sqrt(variance)
+        if not len(t_star):
+            lows[i] = highs[i] = name_means.mean()
+            continue
+        upper_t, lower_t = np.quantile(t_star, [1 - tail, tail])
+        lows[i], highs[i] = name_means.mean() - upper_t * se, name_means.mean() - lower_t * se
+    return lows, highs
+
+
+KEPT = "log-error t (kept)"
+METHODS: dict[str, tuple[Callable, str]] = {  # name -> (function, estimand it is scored against)
+    KEPT: (log_error_t, "population"),
+    "Welch t": (_symmetric(group_effects.names_seeds_variance), "population"),
+    "crossed t (mixed model)": (_symmetric(group_effects.crossed_variance), "population"),
+    "bootstrap (study, before)": (study_bootstrap, "population"),
+    "studentised bootstrap": (studentised_bootstrap, "population"),
+    "seeds t (these names)": (seeds_t, "these"),
+}
+
+
+def coverage_table(studies: int = 1000, names: Sequence[int] = (15, 60, 120, 250), seeds: Sequence[int] = (1, 3, 5, 10),
+                   methods: Sequence[str] = tuple(METHODS), shapes: Sequence[str] = tuple(SHAPES), seed: int = 0,
+                   accuracies: dict[str, np.ndarray] | None = None, slow_studies: int | None = None,
+                   slow_names: int = 60) -> pd.DataFrame:
+    """One row per (figure, shape, names, seeds, method): coverage of the nominal 95 % interval and mean width.
+    ``slow_studies``: fewer studies for the two bootstraps (each draws replicates per study), which run only up to
+    ``slow_names`` names a group."""
+    accuracies = accuracies or archived_accuracies()
+    rows = []
+    figures = [("group accuracy", shape, False) for shape in shapes]
+    figures += [("paired difference", shape, True) for shape in shapes if shape in DIFFERENCE_SHAPES]
+    for figure, shape, shifted in figures:
+        logits = shape_logits(shape, accuracies)
+        for n in names:
+            for s in seeds:
+                rng = np.random.default_rng([seed, n, s, list(SHAPES).index(shape), int(shifted)])
+                draw = simulate(logits, n, s, studies, rng, shifted)
+                for method in methods:
+                    function, estimand = METHODS[method]
+                    if s < 2 and (estimand == "these" or shifted):  # no seed interval; no one-seed claim
+                        continue
+                    if "bootstrap" in method and n > slow_names or shifted and method == KEPT:
+                        continue  # (the log-error interval is one of an accuracy, not of a difference)
+                    count = studies if "bootstrap" not in method or slow_studies is None else slow_studies
+                    low, high = function(draw.accuracy[:count], rng)
+                    truth = (draw.truth_these if estimand == "these" else draw.truth_population)[:count]
+                    covered = (low <= truth) & (truth <= high)
+                    rows.append({"figure": figure, "shape": shape, "names": n, "seeds": s, "method": method,
+                                 "estimand": "these names" if estimand == "these" else "names like these",
+                                 "studies": count, "coverage": float(covered.mean()),
+                                 "width": float(np.nanmean(high - low))})
+    return pd.DataFrame(rows)
+
+
+def power_table(differences: Sequence[float] = (0.02, 0.05, 0.10), names: Sequence[int] = (15, 30, 60, 120, 250),
+                seeds: Sequence[int] = (1, 3, 5), studies: int = 400, permutations: int = 200, seed: int = 0,
+                accuracies: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
+    """Power of the group-effect permutation test (0.05) to tell two groups apart whose names-like-these
+    accuracies differ by ``differences``: both of the pooled shape of every archived group (Mishra et al.'s
+    120 names), the second shifted on the logit scale."""
+    accuracies = accuracies or archived_accuracies()
+    pooled = special.logit(np.clip(np.concatenate([v for g, v in accuracies.items() if g != "OOV"]), 0.002, 0.998))
+    seed_var = SEED_SD ** 2 + INTERACTION_SD ** 2
+    base = population_mean(pooled, seed_var)
+    rows = []
+    for difference in differences:
+        shift = optimize.brentq(lambda d: population_mean(pooled - d, seed_var) - (base - difference), 0, 10)
+        for n in names:
+            labels = ["first"] * n + ["second"] * n
+            for s in seeds:
+                rng = np.random.default_rng([seed, n, s, int(difference * 1000)])
+                first = simulate(pooled, n, s, studies, rng).accuracy.mean(1)      # (studies, names): over seeds
+                second = simulate(pooled - shift, n, s, studies, rng).accuracy.mean(1)
+                rejected = sum(group_effects.group_effect_test(np.concatenate([a, b]), labels, permutations,
+                                                               seed=i)["p_value"] <= 0.05
+                               for i, (a, b) in enumerate(zip(first, second)))
+                rows.append({"difference": difference, "names": n, "seeds": s, "studies": studies,
+                             "power": rejected / studies})
+    return pd.DataFrame(rows)
+
+
+def smallest_names_that_hold(coverage: pd.DataFrame, method: str = KEPT, low: float = 0.93,
+                             high: float = 0.97) -> int | None:
+    """The smallest simulated group size at which ``method`` covers within [low, high] in every shape, seed
+    count and figure; None when no size does."""
+    part = coverage[coverage["method"] == method]
+    holding = part.groupby("names")["coverage"].agg(lambda c: bool(((c >= low) & (c <= high)).all()))
+    sizes = sorted(n for n, ok in holding.items() if ok and all(holding[m] for m in holding.index if m > n))
+    return sizes[0] if sizes else None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m nerbias.reporting.group_coverage", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--studies", type=int, default=1000, help="simulated studies per cell (default %(default)s)")
+    parser.add_argument("--bootstrap-studies", type=int, default=400,
+                        help="studies per cell for the two bootstraps (default %(default)s)")
+    parser.add_argument("--power-studies", type=int, default=400)
+    parser.add_argument("-o", "--output-dir", default="group_coverage")
+    args = parser.parse_args(argv)
+    out = Path(args.output_dir)
+    coverage = coverage_table(args.studies, slow_studies=args.bootstrap_studies)
+    write_csv(out / "group_coverage.csv", coverage)
+    wide = coverage.pivot_table(index=["figure", "shape", "method"], columns=["names", "seeds"], values="coverage")
+    wide.columns = [f"{n} names, {s} seed{'s' if s > 1 else ''}" for n, s in wide.columns]
+    print(markdown_table(wide.reset_index(), digits=3))
+    print(f"\nsmallest group size at which crossed t holds (0.93-0.97) everywhere: {smallest_names_that_hold(coverage)}")
+    power = power_table(studies=args.power_studies)
+    write_csv(out / "group_power.csv", power)
+    table = power.pivot_table(index=["difference", "seeds"], columns="names", values="power")
+    table.columns = [f"{n} names" for n in table.columns]
+    print()
+    print(markdown_table(table.reset_index(), digits=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,218 @@
+"""Figures of one group, and whether there is a group effect at all (docs/group-statistics.md).
+
+A group's accuracy varies with two things: which names stand for the group and which training seed made
+the model. Two estimands, printed apart:
+
+- **these names** (``COVERS_SEEDS``): the group's accuracy on exactly the listed names, expected over seeds:
+  a t interval over the seeds' values (needs 2 seeds).
+- **names like these** (``COVERS_BOTH``, or ``COVERS_NAMES`` from one seed): the population of names the
+  list stands for. The variance of the mean is a names part (the name means' variance over n) plus a seeds
+  part (the seed means' variance over S), Welch-Satterthwaite degrees of freedom, and the t interval is
+  taken for log(1 - accuracy) (the error rate's log, by the delta method) and mapped back: a group's names
+  sit near 1 with a tail of low names, so the mean's sampling distribution is skewed towards low accuracy
+  and a symmetric interval misses on that side. It is printed only for a group of at least ``MIN_NAMES``
+  names whose accuracy is at least ``MIN_ACCURACY`` (the region simulated): with 15 names a group whose
+  accuracy hangs on one or two rare low names (names that are also places) is covered far below 95 % by
+  this and by every other interval tried (``reporting.group_coverage``), because a draw of 15 names often
+  holds none of them and nothing in such a draw shows the tail it missed.
+
+A difference of one group (condition - baseline on the same names, seed i against seed i; one group against
+the others) is printed for these names only (a t over the seeds' differences): no names-like-these interval
+of a difference held in every simulated shape.
+
+**Is there a group effect?** ``group_effect_test``: names permuted across groups (sizes kept; each name
+carries all its seeds), statistic the between-group sum of squares of the name accuracies; H0 says the
+group labels are exchangeable among the names, so the p is exact whatever the shape of the groups. Where
+it rejects, ``group_contrasts`` gives each group minus the mean of the others with **simultaneous**
+intervals (Bonferroni over the groups, these names), in place of a best - worst gap, whose bootstrap is not
+consistent (a max - min of group means).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from nerbias.errors import NerbiasError
+from nerbias.reporting.intervals import COVERS_BOTH, COVERS_NAMES, COVERS_SEEDS
+
+# The fewest names a group needs for a "names like these" interval: the smallest simulated group size at which
+# it covered 0.93-0.97 in every shape and seed count (docs/group-statistics.md, python -m
+# nerbias.reporting.group_coverage); and the lowest accuracy simulated (the real groups' means are 0.78-1.0).
+MIN_NAMES = 120
+MIN_ACCURACY = 0.5
+NONE = "none"  # no interval: too few names for names-like-these and one seed for these-names
+ESTIMANDS = {COVERS_SEEDS: "these names", COVERS_BOTH: "names like these", COVERS_NAMES: "names like these (1 seed)",
+             NONE: "none"}
+
+
+@dataclass(frozen=True)
+class GroupInterval:
+    """A figure, its interval (NaN where none), its standard error and degrees of freedom, and what it covers."""
+
+    value: float
+    low: float
+    high: float
+    covers: str
+    se: float = float("nan")
+    df: float = float("nan")
+
+    @property
+    def estimand(self) -> str:
+        return ESTIMANDS[self.covers]
+
+
+def _t_interval(value: float, variance: float, df: float, confidence: float, covers: str) -> GroupInterval:
+    if not np.isfinite(variance) or variance < 0:
+        return GroupInterval(value, float("nan"), float("nan"), NONE)
+    se = float(np.sqrt(variance))
+    half = float(stats.t.ppf(0.5 + confidence / 2, df)) * se if np.isfinite(df) and df > 0 else float("nan")
+    return GroupInterval(float(value), float(value - half), float(value + half), covers, se, float(df))
+
+
+def satterthwaite(terms: Sequence[tuple[float, float]]) -> float:
+    """Degrees of freedom of ``sum c_k MS_k`` from (c_k MS_k, df_k) pairs."""
+    total = sum(term for term, _ in terms)
+    denominator = sum(term ** 2 / df for term, df in terms if df > 0)
+    return float(total ** 2 / denominator) if denominator > 0 else float("inf")
+
+
+def crossed_variance(values: np.ndarray) -> tuple[float, float]:
+    """Variance of the grand mean of a (seeds x names) table whose names and seeds are both random draws,
+    and its Satterthwaite degrees of freedom (method of moments, balanced two-way layout; one seed: the
+    names' variance over n, df n - 1). The mixed model the coverage simulation compares against."""
+    values = np.asarray(values, dtype=np.float64)
+    seeds, names = values.shape
+    if names < 2:
+        return float("nan"), float("nan")
+    name_means = values.mean(0)
+    if seeds == 1:
+        return float(name_means.var(ddof=1) / names), float(names - 1)
+    seed_means = values.mean(1)
+    ms_names = seeds * name_means.var(ddof=1)
+    ms_seeds = names * seed_means.var(ddof=1)
+    residual = values - name_means[None, :] - seed_means[:, None] + values.mean()
+    df_resid = (names - 1) * (seeds - 1)
+    ms_resid = float((residual ** 2).sum() / df_resid)
+    terms = [(ms_names, names - 1)]
+    if ms_seeds > ms_resid:  # a seed variance component above 0
+        terms += [(ms_seeds, seeds - 1), (-ms_resid, df_resid)]
+    total = sum(term for term, _ in terms)
+    return float(total / (names * seeds)), satterthwaite(terms)
+
+
+def names_seeds_variance(values: np.ndarray) -> tuple[float, float]:
+    """Variance of the mean of a (seeds x names) table as a names part (the name means' variance / n) plus a
+    seeds part (the seed means' variance / S; none from one seed), and its Welch-Satterthwaite df."""
+    values = np.asarray(values, dtype=np.float64)
+    seeds, names = values.shape
+    if names < 2:
+        return float("nan"), float("nan")
+    terms = [(float(values.mean(0).var(ddof=1) / names), names - 1)]
+    if seeds > 1:
+        terms.append((float(values.mean(1).var(ddof=1) / seeds), seeds - 1))
+    return sum(term for term, _ in terms), satterthwaite(terms)
+
+
+def these_names_interval(per_seed: np.ndarray, confidence: float, value: float | None = None) -> GroupInterval:
+    """t interval over the seeds of a figure computed on fixed names (``value``: the point, default the mean)."""
+    per_seed = np.asarray(per_seed, dtype=np.float64)
+    point = float(per_seed.mean()) if value is None else float(value)
+    if len(per_seed) < 2:
+        return GroupInterval(point, float("nan"), float("nan"), NONE)
+    return _t_interval(point, float(per_seed.var(ddof=1) / len(per_seed)), len(per_seed) - 1, confidence,
+                       COVERS_SEEDS)
+
+
+def names_like_these_interval(values: np.ndarray, confidence: float, value: float | None = None) -> GroupInterval:
+    """The names-like-these interval of a (seeds x names) table of accuracies (module docstring): a t on
+    log(1 - accuracy) with the names + seeds variance, mapped back to the accuracy."""
+    values = np.asarray(values, dtype=np.float64)
+    point = float(values.mean()) if value is None else float(value)
+    variance, df = names_seeds_variance(values)
+    covers = COVERS_BOTH if values.shape[0] > 1 else COVERS_NAMES
+    error = 1.0 - point
+    if not np.isfinite(variance) or error <= 0:  # every slot recognised: no spread to show
+        return GroupInterval(point, float("nan"), float("nan"), NONE)
+    se = float(np.sqrt(variance))
+    spread = float(stats.t.ppf(0.5 + confidence / 2, df)) * se / error
+    return GroupInterval(point, float(1 - error * np.exp(spread)), float(1 - error * np.exp(-spread)), covers, se, df)
+
+
+def group_interval(values: np.ndarray, confidence: float, value: float | None = None,
+                   min_names: int = MIN_NAMES) -> GroupInterval:
+    """The interval a report prints for one group's accuracy from its (seeds x names) table: names like these
+    for a group of ``min_names`` names or more whose accuracy is at least ``MIN_ACCURACY``, these names (seeds
+    only) otherwise, none from one seed."""
+    values = np.asarray(values, dtype=np.float64)
+    point = float(values.mean()) if value is None else float(value)
+    if values.shape[1] >= min_names and point >= MIN_ACCURACY:
+        return names_like_these_interval(values, confidence, point)
+    return these_names_interval(values.mean(1), confidence, point)
+
+
+def accuracy_table(recognised: np.ndarray, sentences: np.ndarray) -> np.ndarray:
+    """(seeds x names) accuracy; names never placed (0 slots) are NaN."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.asarray(recognised, dtype=np.float64) / np.asarray(sentences, dtype=np.float64)
+
+
+def group_effect_test(name_values: np.ndarray, groups: Sequence[str], n_permutations: int = 10000,
+                      seed: int = 0) -> dict[str, float]:
+    """Permutation test of no group effect over names: statistic ``sum_g n_g (mean_g - mean)^2`` of the name
+    values (mean over seeds), p = (1 + #permuted >= observed) / (1 + permutations)."""
+    values = np.asarray(name_values, dtype=np.float64)
+    labels = np.asarray(groups, dtype=object)
+    if len(values) != len(labels):
+        raise NerbiasError(f"group_effect_test: {len(values)} values for {len(labels)} group labels")
+    keep = np.isfinite(values)
+    values, labels = values[keep], labels[keep]
+    codes = np.unique(labels, return_inverse=True)[1]
+    sizes = np.bincount(codes)
+    if len(sizes) < 2 or (sizes < 2).any():
+        raise NerbiasError("a group-effect test needs at least two groups of at least two names")
+
+    def between(code_rows: np.ndarray) -> np.ndarray:
+        sums = np.stack([np.bincount(row, weights=values, minlength=len(sizes)) for row in np.atleast_2d(code_rows)])
+        return ((sums ** 2) / sizes).sum(1) - values.sum() ** 2 / len(values)
+
+    observed = float(between(codes)[0])
+    rng = np.random.default_rng([seed, 15485863])
+    permuted = np.argsort(rng.random((n_permutations, len(values))), axis=1)
+    null = between(codes[permuted])
+    p_value = float((1 + np.sum(null >= observed * (1 - 1e-12))) / (1 + n_permutations))
+    return {"statistic": observed, "p_value": p_value, "permutations": n_permutations, "groups": len(sizes),
+            "names": len(values)}
+
+
+def group_contrasts(values: np.ndarray, members: Mapping[str, np.ndarray], confidence: float) -> pd.DataFrame:
+    """Each group's accuracy minus the mean of the other groups' (each group weighted equally), with intervals
+    simultaneous over the groups (Bonferroni) for these names: a t over the seeds' contrasts (2 seeds or more;
+    none from one seed). No names-like-these interval of a difference held in every simulated shape."""
+    values = np.asarray(values, dtype=np.float64)                       # (seeds, names)
+    labels = list(members)
+    count = len(labels)
+    if count < 2:
+        raise NerbiasError("group contrasts need at least two groups")
+    level = 1 - (1 - confidence) / count
+    per_seed = np.column_stack([np.nanmean(values[:, members[g]], axis=1) for g in labels])  # (seeds, groups)
+    rows = []
+    for index, group in enumerate(labels):
+        weights = np.full(count, -1.0 / (count - 1))
+        weights[index] = 1.0
+        contrast = per_seed @ weights                                   # (seeds,)
+        interval = these_names_interval(contrast, level)
+        rows.append({"group": group, "names": len(members[group]), "seeds": values.shape[0],
+                     "minus_others": interval.value, "ci_low": interval.low, "ci_high": interval.high,
+                     "estimand": interval.estimand,
+                     "simultaneous_level": level if interval.covers != NONE else float("nan")})
+    return pd.DataFrame(rows)
+
+
+__all__ = ["ESTIMANDS", "GroupInterval", "MIN_ACCURACY", "MIN_NAMES", "NONE", "accuracy_table", "crossed_variance",
+           "group_contrasts", "group_effect_test", "group_interval", "names_like_these_interval",
+           "names_seeds_variance", "satterthwaite", "these_names_interval"]

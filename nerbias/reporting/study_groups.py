@@ -1,0 +1,102 @@
+"""The study's figures of one group: which intervals they get, the group-effect section, the goal's halving test.
+
+A group's accuracy, its calibration and a race's pool against another (White - race) are read with the
+intervals of ``reporting.group_effects`` (docs/group-statistics.md): names like these from ``MIN_NAMES`` names
+a group, these names (a t over the seeds) below that, none from one seed. The best - worst gap gets no interval
+(a max - min, whose bootstrap is not consistent); in its place the study opens with the permutation test of
+no group effect, and the goal's "gap halved" is a paired test on the baseline's worst group.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from nerbias.bias.types import corpus_title, parse_corpus_label
+from nerbias.reporting.group_effects import MIN_ACCURACY, MIN_NAMES, names_like_these_interval
+from nerbias.reporting.intervals import (COVERS_BOTH, COVERS_NAMES, COVERS_THESE_NAMES, ONE_SEED, Interval, Statistic,
+                                         seed_only_interval)
+from nerbias.reporting.place_names import GOAL
+from nerbias.reporting.study_runs import RACE_GAP_PREFIX, Figures
+from nerbias.reporting.tables import markdown_table
+
+GAP = "best_worst_gap"
+CALIBRATION_PREFIX = "calibration: "
+GROUP_EFFECT_PERMUTATIONS = 10000
+
+
+def group_level_metrics(figures: Figures) -> set[str]:
+    """The figures of one group (or of one race's pool against another): their intervals come from
+    ``reporting.group_effects`` (docs/group-statistics.md), not from the name bootstrap, which undercovers them."""
+    return ({*figures.groups, *(CALIBRATION_PREFIX + g for g in figures.groups)}
+            | {m for m in figures.statistics if m.startswith(RACE_GAP_PREFIX)})
+
+
+def group_level_interval(first: Statistic, confidence: float, base: Statistic | None = None,
+                         accuracy: bool = False) -> Interval:
+    """A group's ``accuracy`` for names like these when it rests on at least ``MIN_NAMES`` names and is at least
+    ``MIN_ACCURACY`` (``group_effects.names_like_these_interval``); every other figure of one group, and every
+    difference (``first - base``), for these names: a t over the seeds, paired when the seeds match. None from
+    one seed where names like these do not apply."""
+    value = first.point - (base.point if base is not None else 0.0)
+    if accuracy and base is None and first.name_values is not None and first.names >= MIN_NAMES \
+            and first.point >= MIN_ACCURACY:
+        interval = names_like_these_interval(first.name_values, confidence, value)
+        return Interval(value, interval.low, interval.high, COVERS_BOTH if len(first.seeds) > 1 else COVERS_NAMES)
+    if len(first.seeds) < 2 or (base is not None and len(base.seeds) < 2):
+        return Interval(value, float("nan"), float("nan"), ONE_SEED)
+    return dataclasses.replace(seed_only_interval(first, confidence, base=base), covers=COVERS_THESE_NAMES)
+
+
+def _contrasts(figures: Figures) -> np.ndarray:
+    """(seeds, groups): each group's accuracy minus the mean of the other groups', per seed."""
+    per_seed = np.column_stack([figures.statistics[g].seed_values for g in figures.groups])
+    count = len(figures.groups)
+    return per_seed * count / (count - 1) - per_seed.sum(1, keepdims=True) / (count - 1)
+
+
+def halving(ours: Figures, theirs: Figures, confidence: float) -> dict[str, Any]:
+    """Does the condition halve the baseline's largest group deficit? The baseline's worst group (lowest
+    accuracy minus the others'), and the one-sided lower bound (level ``confidence``) of its paired per-seed
+    ``condition deficit - deficit / 2`` (for these names; > 0: halved). Needs the same 2+ seeds on both sides."""
+    if ours.groups != theirs.groups or tuple(ours.statistics[ours.groups[0]].seeds) != tuple(
+            theirs.statistics[theirs.groups[0]].seeds) or len(theirs.statistics[theirs.groups[0]].seeds) < 2:
+        return {}
+    base, condition = _contrasts(theirs), _contrasts(ours)
+    worst = int(np.argmin(base.mean(0)))
+    margin = condition[:, worst] - GOAL["deficit_share"] * base[:, worst]
+    se = margin.std(ddof=1) / np.sqrt(len(margin))
+    lower = float(margin.mean() - stats.t.ppf(confidence, len(margin) - 1) * se) if se > 0 else float(margin.mean())
+    return {"worst_group": theirs.groups[worst], "worst_deficit": float(base[:, worst].mean()),
+            "worst_deficit_condition": float(condition[:, worst].mean()), "halving_lower": lower}
+
+
+def group_effect_section(frames: dict[str, pd.DataFrame], titles: Mapping[str, str]) -> list[str]:
+    """The study's opening: per names corpus and condition, the permutation test of no group effect over
+    names (``group_effects.group_effect_test`` on the names' accuracy, mean over seeds)."""
+    rows = {}
+    for label, frame in frames.items():
+        gap = frame[frame["metric"] == GAP] if "metric" in frame else frame.iloc[0:0]
+        if not len(gap) or "group_effect_p" not in gap:
+            continue
+        corpus, lower = parse_corpus_label(label)
+        title = titles.get(label) or corpus_title(corpus, lower)
+        rows[title] = {row["condition"]: f"{row['group_effect_p']:.2g}" for row in gap.to_dict("records")}
+    if not rows:
+        return []
+    table = pd.DataFrame(rows).rename_axis("condition").reset_index().fillna("–")
+    return ["## Is there a group effect?", "",
+            "p of the permutation test of no group effect over names (names permuted across groups, sizes kept, "
+            f"each name with all its seeds; statistic the between-group sum of squares of the names' accuracy; "
+            f"{GROUP_EFFECT_PERMUTATIONS} permutations; reporting/group_effects.py). Where it is not small, the group "
+            "figures below describe these names and no group difference is evidence of bias. Unadjusted: one test "
+            "per corpus and condition, read as description; no claim rests on them.", "",
+            markdown_table(table), ""]
+
+
+__all__ = ["CALIBRATION_PREFIX", "GAP", "GROUP_EFFECT_PERMUTATIONS", "group_effect_section", "group_level_interval",
+           "group_level_metrics", "halving"]
