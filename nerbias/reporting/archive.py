@@ -31,6 +31,9 @@ from nerbias.fileio import RESOLVED_CONFIG, atomic_write_bytes
 log = logging.getLogger(__name__)
 
 MANIFEST = "MANIFEST.sha256"
+# The job's checkpoints are left out (large; kept outside git) but their sha256 is kept, so a checkpoint found
+# later can be shown to be the one that made these results (sha256sum -c from the job directory).
+CHECKPOINTS = "CHECKPOINTS.sha256"
 COMPRESS_OVER = 1 << 16      # bytes: larger CSVs are stored as <name>.xz
 XZ, WIDE_XZ = ".xz", ".wide.xz"
 LEFT_OUT_DIRS = ("checkpoints", ".submitit", "wandb")
@@ -61,7 +64,7 @@ def _job_files(job: Path) -> Iterator[Path]:
         evaluation = job / Path(*relative.parts[:2]) if relative.parts[0] == "bias" and len(relative.parts) > 2 \
             else None
         if not path.is_file() or any(part in LEFT_OUT_DIRS for part in relative.parts) \
-                or path.suffix in LEFT_OUT_SUFFIXES or path.name in (MANIFEST, *LEFT_OUT_NAMES) \
+                or path.suffix in LEFT_OUT_SUFFIXES or path.name in (MANIFEST, CHECKPOINTS, *LEFT_OUT_NAMES) \
                 or (evaluation is not None and not (evaluation / "metrics.json").is_file()):  # still running
             continue
         yield relative
@@ -134,6 +137,11 @@ def pack_job(job: Path, archive_job: Path) -> int:
         target = staging / (relative.as_posix() + suffix)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(stored)
+    checkpoints = sorted((job / "checkpoints").glob("*.pt")) if (job / "checkpoints").is_dir() else []
+    if checkpoints:
+        staging.mkdir(parents=True, exist_ok=True)
+        (staging / CHECKPOINTS).write_text("".join(f"{_sha256(path.read_bytes())}  checkpoints/{path.name}\n"
+                                                   for path in checkpoints), encoding="utf-8")
     (staging / MANIFEST).write_text(manifest, encoding="utf-8")
     if archive_job.exists():
         shutil.rmtree(archive_job)

@@ -114,30 +114,33 @@ def calibration_by_group(table: NameTable, **kw) -> pd.DataFrame | None:
 
 
 def group_interval_rule(confidence: float) -> str:
-    return (f"{confidence:.0%} t intervals; **names like these** (names and seeds crossed, "
-            f"reporting/group_effects.py) for a group of at least {MIN_NAMES} names, **these names** (a t over the "
-            "training seeds) for a smaller one, none from one seed: below that size a group whose accuracy hangs on "
-            "one or two rare low names is covered far below 95 % by every interval tried (docs/group-statistics.md). "
-            "The `estimand` column says which.")
+    return (f"{confidence:.0%} intervals; **names like these** (a t on log(1 - accuracy), names part + seeds "
+            f"part; reporting/group_effects.py) for a group of at least {MIN_NAMES} names, **these names** (a t "
+            "over the training seeds) for a smaller one, none from one seed: below that size a group whose accuracy "
+            "hangs on one or two rare low names is covered far below 95 % by every interval tried "
+            "(docs/group-statistics.md). The `estimand` column says which.")
 
 
 def group_effect_section(section: Section, table: NameTable, out_dir: Path, options: ReportOptions) -> None:
     """The report's opening: the permutation test of no group effect, then each group against the others."""
     labels = table.facet("group")
     accuracy = table.values("accuracy")
-    effect = group_effect_test(np.nanmean(accuracy, axis=0), labels, options.n_permutations, options.seed)
     members = {g: np.flatnonzero(labels == g) for g in table.facet_labels("group")}
-    contrasts = group_contrasts(accuracy, members, options.confidence)
+    section.lines += ["## Is there a group effect?", ""]
+    try:
+        effect = group_effect_test(np.nanmean(accuracy, axis=0), labels, options.n_permutations, options.seed)
+    except NerbiasError as error:  # e.g. every group of one name: nothing to permute
+        section.lines += [f"Not tested: {error}.", ""]
+        return
     section.scalars.update({"report/group_effect_p": effect["p_value"]})
-    lines = ["## Is there a group effect?", "",
-             f"Permutation test of no group effect over names: **p = {effect['p_value']:.3g}** ({effect['names']} "
-             f"names in {effect['groups']} groups; statistic the between-group sum of squares of the names' accuracy, "
-             f"names permuted across groups with sizes kept, {effect['permutations']} permutations). H0 is that the "
-             "group labels are exchangeable among the names, so the p holds whatever the shape of the groups.", "",
-             "Each group's accuracy minus the mean of the other groups', intervals simultaneous over the groups "
-             "(Bonferroni; `estimand` as in the group table below, none where it says none):", ""]
-    section.lines += lines
-    section.add_table("group_contrasts", contrasts, out_dir)
+    section.lines += [
+        f"Permutation test of no group effect over names: **p = {effect['p_value']:.3g}** ({effect['names']} "
+        f"names in {effect['groups']} groups; statistic the between-group sum of squares of the names' accuracy, "
+        f"names permuted across groups with sizes kept, {effect['permutations']} permutations). H0 is that the "
+        "group labels are exchangeable among the names, so the p holds whatever the shape of the groups.", "",
+        "Each group's accuracy minus the mean of the other groups', intervals simultaneous over the groups "
+        "(Bonferroni, for these names: a t over the seeds; none from one seed):", ""]
+    section.add_table("group_contrasts", group_contrasts(accuracy, members, options.confidence), out_dir)
 
 
 def names_section(runs: Sequence[Run], names: NameList, out_dir: Path, options: ReportOptions) -> Section:
@@ -157,7 +160,7 @@ def names_section(runs: Sequence[Run], names: NameList, out_dir: Path, options: 
         + (f", OOV name {table.oov_name}" if table.oov_name else ""),
         f"- intervals: per group, {group_interval_rule(options.confidence)} Pooled figures (ALL, the spreads, "
         f"ECDF bands): {options.confidence:.0%} percentile bootstrap, B = {options.n_boot}, resampling {level}",
-        f"- estimand: *names like these* is the population of names a group's list stands for; *these names* the "
+        "- estimand: *names like these* is the population of names a group's list stands for; *these names* the "
         "listed names themselves, over training seeds",
         f"- tests: permutation of group labels among names (scipy.stats.permutation_test, "
         f"{options.n_permutations} resamples, two-sided); pairwise p-values Holm-adjusted over all pairs", "",

@@ -125,8 +125,11 @@ def _name_statistics(table: NameTable, members: dict[str, np.ndarray], draws: di
         every_name = np.concatenate(list(members.values()))
         with np.errstate(invalid="ignore", divide="ignore"):
             name_accuracy = np.nanmean(rec[:, every_name] / sen[:, every_name], axis=0)
-        effect = group_effect_test(name_accuracy, labels[every_name], GROUP_EFFECT_PERMUTATIONS, seed)
-        out.floor["group_effect_p"] = effect["p_value"]
+        try:
+            effect = group_effect_test(name_accuracy, labels[every_name], GROUP_EFFECT_PERMUTATIONS, seed)
+            out.floor["group_effect_p"] = effect["p_value"]
+        except NerbiasError:  # every group of one name: nothing to permute, no p
+            out.floor["group_effect_p"] = float("nan")
     if "accuracy" in table.oov:
         oov = np.asarray(table.oov["accuracy"], dtype=np.float64)
         out.add("OOV", Statistic(float(oov.mean()), seeds, oov, bounds=(0.0, 1.0)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import lzma
 import shutil
@@ -9,7 +10,7 @@ import shutil
 import pytest
 
 from nerbias.errors import NerbiasError
-from nerbias.reporting.archive import COMPRESS_OVER, MANIFEST, long_labels, pack, unpack, wide_labels
+from nerbias.reporting.archive import CHECKPOINTS, COMPRESS_OVER, MANIFEST, long_labels, pack, unpack, wide_labels
 
 
 def _write(path, data: bytes | str) -> None:
@@ -48,10 +49,13 @@ def test_pack_keeps_finished_results_and_leaves_out_checkpoints_conll_figures_an
     assert pack(tmp_path / "sweep", tmp_path / "archive") == ["baseline-seed1"]
     packed = tmp_path / "archive" / "baseline-seed1"
     files = sorted(str(p.relative_to(packed)) for p in packed.rglob("*") if p.is_file())
-    assert files == [".hydra/overrides.yaml", MANIFEST, "bias/census/census_labels.csv.wide.xz",
+    assert files == [".hydra/overrides.yaml", CHECKPOINTS, MANIFEST, "bias/census/census_labels.csv.wide.xz",
                      "bias/census/config_resolved.yaml", "bias/census/metrics.json",
                      "bias/winogender/config_resolved.yaml", "bias/winogender/metrics.json",
                      "bias/winogender/per_name.csv", "census_errors.csv.xz", "config_resolved.yaml", "metrics.json"]
+    # the checkpoint is left out, its sha256 kept (a checkpoint found later can be checked against it)
+    digest = hashlib.sha256(bytes(100)).hexdigest()
+    assert (packed / CHECKPOINTS).read_text() == f"{digest}  checkpoints/best.pt\n"
     labels = (job / "bias/census/census_labels.csv").read_bytes()
     wide = lzma.decompress((packed / "bias/census/census_labels.csv.wide.xz").read_bytes())
     assert wide.startswith(b"name,1,2,3,4,5,6,7,8,9\nN0,PERSON,PERSON,,PERSON,") and long_labels(wide) == labels

@@ -112,10 +112,10 @@ def accuracies():
 def test_every_printed_group_interval_covers_in_the_real_shapes(accuracies):
     """The intervals a report prints: names like these for a group's accuracy from MIN_NAMES names (1, 3 and 5
     seeds), these names (seeds only) at 15 names for an accuracy and for a paired difference; 0.93-0.97 in every
-    shape (600 studies a cell: Monte-Carlo SE about 0.009)."""
-    coverage = group_coverage.coverage_table(studies=600, names=(MIN_NAMES,), seeds=(1, 3, 5),
+    shape (1,000 studies a cell: Monte-Carlo SE about 0.007)."""
+    coverage = group_coverage.coverage_table(studies=1000, names=(MIN_NAMES,), seeds=(1, 3, 5),
                                              methods=(group_coverage.KEPT,), accuracies=accuracies)
-    these = group_coverage.coverage_table(studies=600, names=(15,), seeds=(3, 5),
+    these = group_coverage.coverage_table(studies=1000, names=(15,), seeds=(3, 5),
                                           methods=("seeds t (these names)",), accuracies=accuracies)
     table = pd.concat([coverage, these])
     print(table.to_string())

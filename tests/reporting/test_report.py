@@ -153,6 +153,12 @@ def test_report_for_seeds_of_one_model(names_runs):
     text = (out / "report.md").read_text()
     assert "resampling names and training seeds (crossed)" in text
     assert "Gap, best (White Female) minus worst (Black Female) group" in text
+    # the report opens with the group-effect test; small groups from 2 seeds: these names, and no gap interval
+    assert text.index("## Is there a group effect?") < text.index("## Accuracy by group")
+    assert "Permutation test of no group effect over names: **p = " in text
+    contrasts = pd.read_csv(out / "report_group_contrasts.csv")
+    assert (contrasts["estimand"] == "these names").all() and (contrasts["ci_low"] < contrasts["ci_high"]).all()
+    assert "without an interval" in text
     for image in ("group_accuracy", "ecdf_accuracy_by_group", "ecdf_accuracy_by_gender", "ecdf_accuracy_by_race",
                   "ecdf_conf_p25_by_group"):
         assert (out / f"report_{image}.png").stat().st_size > 1000
@@ -160,6 +166,7 @@ def test_report_for_seeds_of_one_model(names_runs):
     groups = pd.read_csv(out / "report_group_accuracy.csv").set_index("group")
     assert groups.loc["ALL", "seeds"] == 2
     assert (groups["ci_low"] <= groups["accuracy"]).all() and (groups["accuracy"] <= groups["ci_high"]).all()
+    assert set(groups["estimand"]) == {"these names", "names like these"}   # the groups; ALL pooled
     pairs = pd.read_csv(out / "report_permutation_pairs.csv")
     assert len(pairs) == 6 and {"p_value", "p_holm"} <= set(pairs.columns)
     assert (out / "report_permutation_gender.csv").is_file() and (out / "report_spread_conf_median.csv").is_file()
