@@ -147,7 +147,7 @@ def plot_group_accuracy(tables: Mapping[str, NameTable], path: str | Path, by: s
         tick.set_color(facet_style(label)["color"])
     axis.invert_yaxis()
     axis.set_xlabel(f"group accuracy p_c (share of the group's name slots tagged as a one-token PERSON), "
-                    f"{confidence:.0%} interval (docs/group-statistics.md)", fontsize=8)
+                    f"{confidence:.0%} interval", fontsize=8)
     axis.grid(alpha=0.3, axis="x")
     axis.set_title(title or f"Accuracy by {by}" + (f", {next(iter(boots))}" if len(boots) == 1 else ""))
     return _save(figure, path)

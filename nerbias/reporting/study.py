@@ -549,7 +549,7 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
     if not frames:
         raise NerbiasError(f"{sweep_dir}: the runs hold no finished bias evaluation")
     family = claims_family(frames, baseline, 1 - confidence)
-    lines[effect_at:effect_at] = group_effect_section(frames, titles)
+    lines[effect_at:effect_at] = group_effect_section(frames)
     for label, frame in frames.items():
         corpus, lower = parse_corpus_label(label)
         lines += corpus_section(frame, titles.get(label) or corpus_title(corpus, lower),

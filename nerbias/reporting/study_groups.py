@@ -10,13 +10,12 @@ no group effect, and the goal's "gap halved" is a paired test on the baseline's 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from nerbias.bias.types import corpus_title, parse_corpus_label
 from nerbias.reporting.group_effects import MIN_ACCURACY, MIN_NAMES, names_like_these_interval
 from nerbias.reporting.intervals import (COVERS_BOTH, COVERS_NAMES, COVERS_THESE_NAMES, ONE_SEED, Interval, Statistic,
                                          seed_only_interval)
@@ -75,7 +74,7 @@ def halving(ours: Figures, theirs: Figures, confidence: float) -> dict[str, Any]
             "worst_deficit_condition": float(condition[:, worst].mean()), "halving_lower": lower}
 
 
-def group_effect_section(frames: dict[str, pd.DataFrame], titles: Mapping[str, str]) -> list[str]:
+def group_effect_section(frames: dict[str, pd.DataFrame]) -> list[str]:
     """The study's opening: per names corpus and condition, the permutation test of no group effect over
     names (``group_effects.group_effect_test`` on the names' accuracy, mean over seeds)."""
     rows = {}
@@ -83,16 +82,15 @@ def group_effect_section(frames: dict[str, pd.DataFrame], titles: Mapping[str, s
         gap = frame[frame["metric"] == GAP] if "metric" in frame else frame.iloc[0:0]
         if not len(gap) or "group_effect_p" not in gap:
             continue
-        corpus, lower = parse_corpus_label(label)
-        title = titles.get(label) or corpus_title(corpus, lower)
-        rows[title] = {row["condition"]: f"{row['group_effect_p']:.2g}" for row in gap.to_dict("records")}
+        rows[label] = {row["condition"]: f"{row['group_effect_p']:.2g}" for row in gap.to_dict("records")}
     if not rows:
         return []
     table = pd.DataFrame(rows).rename_axis("condition").reset_index().fillna("–")
     return ["## Is there a group effect?", "",
             "p of the permutation test of no group effect over names (names permuted across groups, sizes kept, "
             f"each name with all its seeds; statistic the between-group sum of squares of the names' accuracy; "
-            f"{GROUP_EFFECT_PERMUTATIONS} permutations; reporting/group_effects.py). Where it is not small, the group "
+            f"{GROUP_EFFECT_PERMUTATIONS} permutations; reporting/group_effects.py); columns are the corpus labels "
+            "of the sections below (`_unambiguous`: without the ambiguous names). Where it is not small, the group "
             "figures below describe these names and no group difference is evidence of bias. Unadjusted: one test "
             "per corpus and condition, read as description; no claim rests on them.", "",
             markdown_table(table), ""]
