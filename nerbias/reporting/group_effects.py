@@ -141,7 +141,8 @@ def names_like_these_interval(values: np.ndarray, confidence: float, value: floa
         return GroupInterval(point, float("nan"), float("nan"), NONE)
     se = float(np.sqrt(variance))
     spread = float(stats.t.ppf(0.5 + confidence / 2, df)) * se / error
-    return GroupInterval(point, float(1 - error * np.exp(spread)), float(1 - error * np.exp(-spread)), covers, se, df)
+    return GroupInterval(point, float(max(0.0, 1 - error * np.exp(spread))), float(1 - error * np.exp(-spread)),
+                         covers, se, df)
 
 
 def group_interval(values: np.ndarray, confidence: float, value: float | None = None,
@@ -150,9 +151,12 @@ def group_interval(values: np.ndarray, confidence: float, value: float | None = 
     for a group of ``min_names`` names or more whose accuracy is at least ``MIN_ACCURACY``, these names (seeds
     only) otherwise, none from one seed."""
     values = np.asarray(values, dtype=np.float64)
+    values = values[:, np.isfinite(values).all(0)]  # a name with no slots in some seed has no accuracy there
     point = float(values.mean()) if value is None else float(value)
     if values.shape[1] >= min_names and point >= MIN_ACCURACY:
-        return names_like_these_interval(values, confidence, point)
+        interval = names_like_these_interval(values, confidence, point)
+        if interval.covers != NONE:
+            return interval
     return these_names_interval(values.mean(1), confidence, point)
 
 

@@ -127,11 +127,18 @@ def declared_margins(path: str | Path = MARGINS_PATH) -> dict[str, float]:
     return margins
 
 
-def _largest_help(row: dict[str, Any], metric: str, base: float) -> float:
-    """The largest improvement the difference's interval does not exclude: ALL up, or a gap moved towards 0."""
+def _largest_help(row: dict[str, Any], metric: str, base: dict[str, Any] | None) -> float:
+    """The largest improvement the difference's interval does not exclude: ALL up, or a gap moved towards 0.
+    Where the baseline's own interval of the gap holds 0, either direction may be towards 0; without a
+    baseline gap, nothing can be said (NaN)."""
     if metric == "ALL":
         return float(row["diff_high"])
-    return float(-row["diff_low"] if base > 0 else row["diff_high"])
+    if base is None or pd.isna(base.get("value")):
+        return math.nan
+    low, high = base.get("ci_low", math.nan), base.get("ci_high", math.nan)
+    if not (pd.isna(low) or pd.isna(high)) and low <= 0 <= high:
+        return float(max(-row["diff_low"], row["diff_high"]))
+    return float(-row["diff_low"] if base["value"] > 0 else row["diff_high"])
 
 
 def _no_help_rows(frames: dict[str, pd.DataFrame], family: pd.DataFrame, baseline: str, debiased: str,
@@ -152,7 +159,9 @@ def _no_help_rows(frames: dict[str, pd.DataFrame], family: pd.DataFrame, baselin
                         else np.sign(row["diff"]) == -np.sign(base_gap) and abs(row["diff"]) <= abs(base_gap))
         improves = bool(len(tested) and tested["holds"].iloc[0]) and bool(towards_zero)
         undecided = bool(len(tested) and tested["undecided"].iloc[0]) and bool(towards_zero)
-        largest = _largest_help(row, metric, base_gap) if not math.isnan(row["diff_low"]) else math.nan
+        base_rows = _rows(frames[corpus], baseline, metric=metric).to_dict("records")
+        largest = (_largest_help(row, metric, base_rows[0] if base_rows else None)
+                   if not math.isnan(row["diff_low"]) else math.nan)
         if improves:
             verdict = FAILS
         elif undecided:  # an improvement the replicates can neither confirm nor rule out

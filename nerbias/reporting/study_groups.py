@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from nerbias.reporting.group_effects import MIN_ACCURACY, MIN_NAMES, names_like_these_interval
+from nerbias.reporting.group_effects import MIN_ACCURACY, MIN_NAMES, NONE, names_like_these_interval
 from nerbias.reporting.intervals import (COVERS_BOTH, COVERS_NAMES, COVERS_THESE_NAMES, ONE_SEED, Interval, Statistic,
                                          seed_only_interval)
 from nerbias.reporting.place_names import GOAL
@@ -44,8 +44,10 @@ def group_level_interval(first: Statistic, confidence: float, base: Statistic | 
     value = first.point - (base.point if base is not None else 0.0)
     if accuracy and base is None and first.name_values is not None and first.names >= MIN_NAMES \
             and first.point >= MIN_ACCURACY:
-        interval = names_like_these_interval(first.name_values, confidence, value)
-        return Interval(value, interval.low, interval.high, COVERS_BOTH if len(first.seeds) > 1 else COVERS_NAMES)
+        named = first.name_values[:, np.isfinite(first.name_values).all(0)]  # names with slots in every seed
+        interval = names_like_these_interval(named, confidence, value)
+        if named.shape[1] >= MIN_NAMES and interval.covers != NONE:
+            return Interval(value, interval.low, interval.high, COVERS_BOTH if len(first.seeds) > 1 else COVERS_NAMES)
     if len(first.seeds) < 2 or (base is not None and len(base.seeds) < 2):
         return Interval(value, float("nan"), float("nan"), ONE_SEED)
     return dataclasses.replace(seed_only_interval(first, confidence, base=base), covers=COVERS_THESE_NAMES)
@@ -82,7 +84,8 @@ def group_effect_section(frames: dict[str, pd.DataFrame]) -> list[str]:
         gap = frame[frame["metric"] == GAP] if "metric" in frame else frame.iloc[0:0]
         if not len(gap) or "group_effect_p" not in gap:
             continue
-        rows[label] = {row["condition"]: f"{row['group_effect_p']:.2g}" for row in gap.to_dict("records")}
+        rows[label] = {row["condition"]: "–" if pd.isna(row["group_effect_p"]) else f"{row['group_effect_p']:.2g}"
+                       for row in gap.to_dict("records")}
     if not rows:
         return []
     table = pd.DataFrame(rows).rename_axis("condition").reset_index().fillna("–")

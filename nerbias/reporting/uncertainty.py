@@ -7,7 +7,7 @@ name's share of the group's slots) depends on which 15 names happen to stand for
 thousands of slots per name the within-name binomial noise is negligible next to that.
 
 - ``bootstrap_group_accuracy``: each group's accuracy with the interval of ``reporting.group_effects``
-  (``group_interval``): names like these (a crossed names x seeds t) for a group of at least
+  (``group_interval``): names like these (a t on log(1 - accuracy), names + seeds) for a group of at least
   ``group_effects.MIN_NAMES`` names, these names (a t over the seeds) for a smaller one from 2 seeds,
   none from one seed; the ``estimand`` column says which. The pooled ``ALL`` row keeps the percentile
   bootstrap from ``n_boot`` replicates (default 2000): names resampled with replacement within every
@@ -225,9 +225,11 @@ class GroupBootstrap:
 
 
 def bootstrap_group_accuracy(table: NameTable, by: str = "group", n_boot: int = DEFAULT_N_BOOT,
-                             confidence: float = DEFAULT_CONFIDENCE, seed: int = 0) -> GroupBootstrap:
-    """Accuracy ``p_c`` of each group (mean over seeds): one run, the percentile bootstrap over names
-    within groups; several runs (training seeds), the study's two-level replicates (``reporting.intervals``)."""
+                             confidence: float = DEFAULT_CONFIDENCE, seed: int = 0, accuracy: bool = True
+                             ) -> GroupBootstrap:
+    """Accuracy ``p_c`` of each group (mean over seeds) with ``group_effects.group_interval`` (``accuracy``
+    false: a figure that is no accuracy, such as a calibration gap, for these names only); the pooled ALL from
+    the percentile bootstrap over names within groups, with several runs the study's two-level replicates."""
     facets = table.facet(by)
     labels = table.facet_labels(by)
     rng = np.random.default_rng(seed)
@@ -250,9 +252,9 @@ def bootstrap_group_accuracy(table: NameTable, by: str = "group", n_boot: int = 
         members = np.flatnonzero(facets == label)
         sizes.append(len(members))
         point[g] = (rec[:, members].sum(1) / sen[:, members].sum(1)).mean()
-        group_intervals.append(group_effects.group_interval(group_effects.accuracy_table(rec[:, members],
-                                                                                         sen[:, members]),
-                                                            confidence, point[g]))
+        values = group_effects.accuracy_table(rec[:, members], sen[:, members])
+        group_intervals.append(group_effects.group_interval(values, confidence, point[g]) if accuracy else
+                               group_effects.these_names_interval(values.mean(1), confidence, point[g]))
         drawn = _name_draws(rng, members, n_boot)  # (B, n)
         drawn_all, members_all = drawn_all + [drawn], members_all + [members]
         if noise is None:  # p_c on the drawn names: slots-weighted, so recognised / slots of the draw

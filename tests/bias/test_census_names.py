@@ -39,9 +39,11 @@ def test_the_rule_places_names_by_race_share_and_sex_share(tmp_path):
         ("MIXED", 60, 0.30, 0.40, 0.30, 0.0, 0.0, 0.0),     # no race at 0.5: no group
         ("ANNE-MARIE", 40, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0),   # not one alphabetic token
         ("ZZYZX", 20, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0),        # not in the SSA
+        ("EULA", 46, 0.0, 0.5, 0.5, 0.0, 0.0, 0.0),         # a tie at 0.5: joins neither race
     ])
     sexes = ssa_sex_counts(ssa_frame({"Latoya": (5000, 10), "Reginald": (20, 9000), "James": (300, 90000),
-                                      "Robin": (4000, 3000), "Mixed": (100, 0), "Anne-Marie": (50, 0)}))
+                                      "Robin": (4000, 3000), "Mixed": (100, 0), "Anne-Marie": (50, 0),
+                                      "Eula": (900, 0)}))
     names = build_census_names(read_tzioumis(path), sexes)
     assert names[["name", "group"]].values.tolist() == [["James", "White Male"], ["Latoya", "Black Female"],
                                                         ["Reginald", "Black Male"]]

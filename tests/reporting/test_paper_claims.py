@@ -152,3 +152,23 @@ def test_a_margin_without_a_reason_or_an_unknown_figure_is_refused(tmp_path):
     (tmp_path / "extra.yaml").write_text(text + "\nsmaple: 1\n")
     with pytest.raises(NerbiasError, match="unknown key"):
         declared_margins(tmp_path / "extra.yaml")
+
+
+def test_where_the_baseline_gap_may_be_either_side_of_zero_help_is_read_both_ways():
+    """The baseline's female - male gap -0.02 [-0.05, 0.01] holds 0: a move of either sign may be towards 0, so
+    the largest help is the larger end of the difference's interval in size; with the baseline's interval
+    below 0 only the upper end counts."""
+    tables, family = frames()
+    for frame in (tables["winogender"], tables["insitu"]):
+        row = (frame["condition"] == "debias") & (frame["metric"] == "female_male_gap")
+        frame.loc[row, ["diff", "diff_low", "diff_high"]] = (-0.005, -0.03, 0.015)
+    claims = paper_claims(tables, family, "baseline", 0.05)
+    gap_rows = claims[(claims["claim"] == NO_HELP) & (claims["figure"] == "female_male_gap")]
+    assert gap_rows["largest_help"].tolist() == pytest.approx([0.03, 0.03])
+    assert verdicts(claims)[NO_HELP] == "not shown to help"
+    for frame in (tables["winogender"], tables["insitu"]):
+        frame.loc[(frame["condition"] == "baseline") & (frame["metric"] == "female_male_gap"),
+                  ["ci_low", "ci_high"]] = (-0.05, -0.01)
+    claims = paper_claims(tables, family, "baseline", 0.05)
+    gap_rows = claims[(claims["claim"] == NO_HELP) & (claims["figure"] == "female_male_gap")]
+    assert gap_rows["largest_help"].tolist() == pytest.approx([0.015, 0.015])
