@@ -30,6 +30,7 @@ consistent (a max - min of group means).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -157,7 +158,8 @@ def group_interval(values: np.ndarray, confidence: float, value: float | None = 
         interval = names_like_these_interval(values, confidence, point)
         if interval.covers != NONE:
             return interval
-    return these_names_interval(values.mean(1), confidence, point)
+    interval = these_names_interval(values.mean(1), confidence, point)
+    return dataclasses.replace(interval, low=max(interval.low, 0.0), high=min(interval.high, 1.0))  # an accuracy
 
 
 def accuracy_table(recognised: np.ndarray, sentences: np.ndarray) -> np.ndarray:
