@@ -120,7 +120,7 @@ class Draw:
 
 
 def simulate(logits: np.ndarray, names: int, seeds: int, studies: int, rng: np.random.Generator,
-             shifted: bool = False) -> Draw:
+             shifted: bool = False, slots: int = SLOTS) -> Draw:
     """Studies of one group (``shifted``: the paired difference, condition - baseline, per (seed, name))."""
     kind = rng.integers(0, len(logits), (studies, names))
     a = logits[kind] + JITTER_SD * rng.standard_normal((studies, names))
@@ -129,7 +129,7 @@ def simulate(logits: np.ndarray, names: int, seeds: int, studies: int, rng: np.r
     def one_condition(delta: np.ndarray) -> np.ndarray:
         b = SEED_SD * rng.standard_normal((studies, seeds, 1))
         c = INTERACTION_SD * rng.standard_normal((studies, seeds, names))
-        return rng.binomial(SLOTS, special.expit(a[:, None, :] + delta[:, None, :] + b + c)), b
+        return rng.binomial(slots, special.expit(a[:, None, :] + delta[:, None, :] + b + c)), b
 
     rec, b = one_condition(shift)
     seed_var = SEED_SD ** 2 + INTERACTION_SD ** 2
@@ -140,13 +140,13 @@ def simulate(logits: np.ndarray, names: int, seeds: int, studies: int, rng: np.r
             population = given.mean(1)
         else:
             population = np.full(studies, population_mean(logits, seed_var))
-        return Draw(rec / SLOTS, rec.astype(np.float64), population, these)
+        return Draw(rec / slots, rec.astype(np.float64), population, these)
     base, _ = one_condition(np.zeros_like(a))
     delta = shift_of(logits)
     these = (logistic_normal_mean(a + shift, seed_var) - logistic_normal_mean(a, seed_var)).mean(1)
     population = np.full(studies, float((logistic_normal_mean(logits + delta, JITTER_SD ** 2 + seed_var)
                                          - logistic_normal_mean(logits, JITTER_SD ** 2 + seed_var)).mean()))
-    return Draw((rec - base) / SLOTS, (rec - base).astype(np.float64), population, these)
+    return Draw((rec - base) / slots, (rec - base).astype(np.float64), population, these)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -232,7 +232,7 @@ METHODS: dict[str, tuple[Callable, str]] = {  # name -> (function, estimand it i
 def coverage_table(studies: int = 1000, names: Sequence[int] = (15, 60, 120, 250), seeds: Sequence[int] = (1, 3, 5, 10),
                    methods: Sequence[str] = tuple(METHODS), shapes: Sequence[str] = tuple(SHAPES), seed: int = 0,
                    accuracies: dict[str, np.ndarray] | None = None, slow_studies: int | None = None,
-                   slow_names: int = 60) -> pd.DataFrame:
+                   slow_names: int = 60, slots: int = SLOTS) -> pd.DataFrame:
     """One row per (figure, shape, names, seeds, method): coverage of the nominal 95 % interval and mean width.
     ``slow_studies``: fewer studies for the two bootstraps (each draws replicates per study), which run only up to
     ``slow_names`` names a group."""
@@ -245,7 +245,7 @@ def coverage_table(studies: int = 1000, names: Sequence[int] = (15, 60, 120, 250
         for n in names:
             for s in seeds:
                 rng = np.random.default_rng([seed, n, s, list(SHAPES).index(shape), int(shifted)])
-                draw = simulate(logits, n, s, studies, rng, shifted)
+                draw = simulate(logits, n, s, studies, rng, shifted, slots)
                 for method in methods:
                     function, estimand = METHODS[method]
                     if s < 2 and (estimand == "these" or shifted):  # no seed interval; no one-seed claim
@@ -256,7 +256,8 @@ def coverage_table(studies: int = 1000, names: Sequence[int] = (15, 60, 120, 250
                     low, high = function(draw.accuracy[:count], rng)
                     truth = (draw.truth_these if estimand == "these" else draw.truth_population)[:count]
                     covered = (low <= truth) & (truth <= high)
-                    rows.append({"figure": figure, "shape": shape, "names": n, "seeds": s, "method": method,
+                    rows.append({"figure": figure, "shape": shape, "slots": slots, "names": n, "seeds": s,
+                                 "method": method,
                                  "estimand": "these names" if estimand == "these" else "names like these",
                                  "studies": count, "coverage": float(covered.mean()),
                                  "width": float(np.nanmean(high - low))})
@@ -306,17 +307,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--studies", type=int, default=1000, help="simulated studies per cell (default %(default)s)")
     parser.add_argument("--bootstrap-studies", type=int, default=400,
                         help="studies per cell for the two bootstraps (default %(default)s)")
-    parser.add_argument("--power-studies", type=int, default=400)
+    parser.add_argument("--power-studies", type=int, default=400, help="0: no power table")
+    parser.add_argument("--slots", type=int, default=SLOTS, help="binomial slots per (seed, name) (default: the "
+                        "100k Winogender sample's %(default)s; the census-scale list gets 30-88)")
+    parser.add_argument("--names", type=int, nargs="+", default=[15, 60, 120, 250], help="names a group")
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("-o", "--output-dir", default="group_coverage")
     args = parser.parse_args(argv)
     out = Path(args.output_dir)
-    coverage = coverage_table(args.studies, slow_studies=args.bootstrap_studies)
+    coverage = coverage_table(args.studies, names=args.names, methods=args.methods,
+                              slow_studies=args.bootstrap_studies, slots=args.slots)
     write_csv(out / "group_coverage.csv", coverage)
     wide = coverage.pivot_table(index=["figure", "shape", "method"], columns=["names", "seeds"], values="coverage")
     wide.columns = [f"{n} names, {s} seed{'s' if s > 1 else ''}" for n, s in wide.columns]
     print(markdown_table(wide.reset_index(), digits=3))
     print(f"\nsmallest group size at which {KEPT} holds (0.93-0.97) in every shape and seed count: "
           f"{smallest_names_that_hold(coverage)}")
+    if not args.power_studies:
+        return 0
     power = power_table(studies=args.power_studies)
     write_csv(out / "group_power.csv", power)
     table = power.pivot_table(index=["difference", "seeds"], columns="names", values="power")
