@@ -132,3 +132,13 @@ def test_no_names_interval_is_printed_where_15_names_cannot_hold_one(accuracies)
                                              shapes=("one low name (White Female)",), accuracies=accuracies)
     assert coverage["coverage"].max() < 0.85
     assert group_interval(np.full((5, 15), 0.9), 0.95).estimand == "these names"
+
+
+def test_with_the_census_lists_few_slots_a_name_the_kept_interval_does_not_undercover(accuracies):
+    """The census-scale list gives a name 29-88 slots: slot noise grows, and the kept interval, which counts it
+    in both its names and its seeds part, may over-cover near the ceiling but must not undercover."""
+    coverage = group_coverage.coverage_table(studies=600, names=(MIN_NAMES,), seeds=(1, 3), slots=30,
+                                             methods=(group_coverage.KEPT,), accuracies=accuracies,
+                                             shapes=("near ceiling, no tail (White Male)",
+                                                     "one low name (White Female)"))
+    assert (coverage["slots"] == 30).all() and coverage["coverage"].min() >= 0.93, coverage
