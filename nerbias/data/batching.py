@@ -70,6 +70,7 @@ class Encoder:
         self.elmo_chars = elmo_chars
         self.noise_ids = {kind: i + 1 for i, kind in enumerate(noise_types)}
         self._masked_in_vocabulary = MASKED in words  # only a foreign vocabulary could hold the empty word
+        self._char_cache: dict[str, list[int]] = {}
 
     def word_ids(self, tokens: Sequence[str]) -> list[int]:
         if self.lowercase_words:
@@ -81,6 +82,20 @@ class Encoder:
 
     def char_ids(self, token: str) -> list[int]:
         return self.chars.lookup_all(token[: self.max_word_length])
+
+    # Distinct tokens whose character ids are kept: a training epoch meets ~20k, and looking characters up
+    # one by one was half of batching's time. Emptied when full (an endless stream of new tokens).
+    CHAR_CACHE_SIZE = 500_000
+
+    def _token_char_ids(self, clipped_token: str) -> list[int]:
+        """The character ids of a token already cut to ``max_word_length`` (a shared list: never change it)."""
+        cache = self._char_cache
+        ids = cache.get(clipped_token)
+        if ids is None:
+            if len(cache) >= self.CHAR_CACHE_SIZE:
+                cache.clear()
+            ids = cache[clipped_token] = self.chars.lookup_all(clipped_token)
+        return ids
 
     def batch(self, token_lists: Sequence[Sequence[str]], tag_lists: Sequence[Sequence[str]] | None = None,
               index: Sequence[int] | None = None, noise_lists: Sequence[Sequence[str | None]] | None = None
@@ -100,10 +115,8 @@ class Encoder:
             chars = batch_to_char_ids(token_lists)
         else:
             chars = torch.zeros(size, length, word_len, dtype=torch.long)
-            char_lookup = self.chars.index.get
-            unk = self.chars.unk_index
-            flat_chars = [[char_lookup(c, unk) for c in token] + [0] * (word_len - len(token))
-                          for tokens in clipped for token in tokens]
+            token_chars = self._token_char_ids
+            flat_chars = [token_chars(token) + [0] * (word_len - len(token)) for tokens in clipped for token in tokens]
             chars[mask] = torch.tensor(flat_chars, dtype=torch.long).view(-1, word_len)
         tags = None
         if tag_lists is not None:

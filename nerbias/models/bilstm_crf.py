@@ -9,6 +9,7 @@ mix of biLM layers is the BiLSTM's only input) for ELMo. The ``embeddings`` sour
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -30,6 +31,9 @@ class TaggerConfig:
     lstm_layers: int = 1
     dropout: float = 0.5
     constrain_transitions: bool = True
+    # How the same function is computed: "fused" or "reference" (``KERNELS``). The default here is what
+    # every checkpoint and config written before the choice existed ran; configs/model says "fused".
+    kernels: str = "reference"
     # Context-aware adversarial training (augment.adversarial): one learnable noise vector per entity
     # type, in this order, that replaces a chosen training mention's token representations. Empty: none
     # (every run without the option, and every checkpoint written before it existed).
@@ -45,7 +49,82 @@ class TaggerConfig:
 
 
 MODEL_RULES: dict[str, Rule] = {"dropout": FRACTION_BELOW_ONE, "lstm_hidden": POSITIVE_INTEGER,
-                                "lstm_layers": POSITIVE_INTEGER}
+                                "lstm_layers": POSITIVE_INTEGER,
+                                "kernels": one_of("fused", "reference", description="fused or reference")}
+
+# model.kernels: two computations of the same tagger, equal to float rounding (tests/models/test_bilstm_kernels.py,
+# test_crf.py), one twice as fast to train on CPU (benchmarks/bench_training.py, docs/benchmarks.md).
+#   reference: what every run before 2026-12-06 computed: the BiLSTM over packed sequences (step by step on
+#       CPU), nn.Dropout's Bernoulli draws, the CRF normalizer with the guarded logsumexp (crf.log_partition).
+#   fused: each BiLSTM direction in one oneDNN/cuDNN call over the padded batch (run_bilstm), dropout masks
+#       from uniform draws (UniformDropout), the CRF normalizer with torch's fused logsumexp
+#       (crf.training_log_partition). Same distributions, another random stream: recipe=v1 keeps reference.
+KERNELS = ("fused", "reference")
+
+
+class UniformDropout(nn.Dropout):
+    """``nn.Dropout`` whose keep mask compares uniform draws with ``p``: the same distribution, drawn about
+    2.5x faster on CPU than torch's Bernoulli sampling (a tenth of a training step)."""
+
+    def forward(self, inputs: Tensor) -> Tensor:
+        if not self.training or self.p == 0:
+            return inputs
+        keep = torch.rand_like(inputs) >= self.p
+        return inputs * keep / (1.0 - self.p)
+
+
+def run_bilstm(lstm: nn.LSTM, inputs: Tensor, mask: Tensor, kernels: str) -> Tensor:
+    """``[batch, time, 2 * hidden]`` outputs of the bidirectional ``lstm`` (batch first) over the
+    unmasked prefix of each row of ``inputs``; zeros at padding.
+
+    ``reference``: torch's packed sequences, one call. ``fused``: each direction of each layer as its own
+    call over the padded batch, the right-to-left one on a copy of each row reversed within its length,
+    so padding never precedes a real token in either direction. The outputs are the same function of
+    the same parameters (equal to float rounding, ``tests/models/test_bilstm_kernels.py``); on CPU only the
+    padded call reaches oneDNN's fused LSTM (packed sequences run step by step), about twice as fast
+    (``benchmarks/bench_training.py``). Between layers, dropout at ``lstm.dropout`` in training, as
+    ``nn.LSTM`` does.
+    """
+    lengths = mask.sum(1)
+    if kernels == "reference":
+        packed = nn.utils.rnn.pack_padded_sequence(inputs, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        output, _ = lstm(packed)
+        output, _ = nn.utils.rnn.pad_packed_sequence(output, batch_first=True, total_length=inputs.size(1))
+        return output
+    steps = torch.arange(inputs.size(1), device=inputs.device)
+    # Reversal within each row's length; it is its own inverse and leaves padding in place.
+    reverse = torch.where(mask, (lengths.unsqueeze(1) - 1 - steps), steps)
+    layer_input = inputs
+    for layer in range(lstm.num_layers):
+        if layer > 0 and lstm.dropout and lstm.training:
+            layer_input = nn.functional.dropout(layer_input, lstm.dropout, training=True)
+        forward = _one_direction(lstm, layer, "", layer_input)
+        flipped = layer_input.gather(1, reverse.unsqueeze(2).expand_as(layer_input))
+        backward = _one_direction(lstm, layer, "_reverse", flipped)
+        backward = backward.gather(1, reverse.unsqueeze(2).expand_as(backward))
+        layer_input = torch.cat([forward, backward], dim=2)
+    return layer_input * mask.unsqueeze(2)
+
+
+def _one_direction(lstm: nn.LSTM, layer: int, suffix: str, inputs: Tensor) -> Tensor:
+    """One direction of one layer of ``lstm`` over padded ``inputs``, its weights taken from ``lstm``
+    (so gradients reach them) through a unidirectional LSTM of the layer's shape."""
+    names = ("weight_ih", "weight_hh") + (("bias_ih", "bias_hh") if lstm.bias else ())
+    weights = {f"{name}_l0": getattr(lstm, f"{name}_l{layer}{suffix}") for name in names}
+    output, _ = torch.func.functional_call(_direction_template(lstm, weights["weight_ih_l0"].shape[1]),
+                                           weights, (inputs,))
+    return output
+
+
+@functools.lru_cache(maxsize=None)
+def _direction_template_cached(input_size: int, hidden_size: int, bias: bool) -> nn.LSTM:
+    # Only its shape is used: functional_call supplies the weights. Kept off every model's state dict.
+    with torch.random.fork_rng(devices=[]):  # its own random initial weights must not move the run's stream
+        return nn.LSTM(input_size, hidden_size, bias=bias, batch_first=True)
+
+
+def _direction_template(lstm: nn.LSTM, input_size: int) -> nn.LSTM:
+    return _direction_template_cached(input_size, lstm.hidden_size, lstm.bias)
 
 
 # Each character encoder and the options only it reads.
@@ -57,9 +136,12 @@ def effective_model_options(options: Mapping[str, Any]) -> dict[str, Any]:
 
     Configs and checkpoints written before ``char_encoder`` existed said ``char_cnn: true|false``;
     that becomes ``char_encoder: cnn|None``. The options of a character encoder not in use are dropped,
-    so two runs that differ only in them compare equal (``check_same_run``).
+    so two runs that differ only in them compare equal (``check_same_run``); so is ``kernels:
+    reference``, which is what a config or checkpoint without the key ran.
     """
     values = dict(options)
+    if values.get("kernels") == TaggerConfig.kernels:
+        del values["kernels"]
     if "char_cnn" in values:
         legacy = values.pop("char_cnn")
         values.setdefault("char_encoder", "cnn" if legacy else None)
@@ -255,11 +337,12 @@ class BiLSTMCRFTagger(nn.Module):
         # Created only when asked for: a run without it keeps its parameters and random stream unchanged.
         self.mention_noise = (nn.Embedding(len(config.noise_types) + 1, embedder.output_dim, padding_idx=0)
                               if config.noise_types else None)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = (UniformDropout if config.kernels == "fused" else nn.Dropout)(config.dropout)
         self.lstm = nn.LSTM(embedder.output_dim, config.lstm_hidden, num_layers=config.lstm_layers, batch_first=True,
                             bidirectional=True, dropout=config.dropout if config.lstm_layers > 1 else 0.0)
         self.projection = nn.Linear(2 * config.lstm_hidden, len(tags))
-        self.crf = ConstrainedCRF(tags, constrain=config.constrain_transitions)
+        self.crf = ConstrainedCRF(tags, constrain=config.constrain_transitions,
+                                  fused_normalizer=config.kernels == "fused")
 
     @property
     def context_free_tokens(self) -> bool:
@@ -278,11 +361,7 @@ class BiLSTMCRFTagger(nn.Module):
             if not self.training or self.mention_noise is None:
                 raise ValueError("noise ids are for training a tagger built with noise vectors (augment.adversarial)")
             features = torch.where((noise > 0).unsqueeze(-1), self.mention_noise(noise), features)
-        hidden = self.dropout(features)
-        lengths = mask.sum(1).cpu()
-        packed = nn.utils.rnn.pack_padded_sequence(hidden, lengths, batch_first=True, enforce_sorted=False)
-        output, _ = self.lstm(packed)
-        output, _ = nn.utils.rnn.pad_packed_sequence(output, batch_first=True, total_length=words.size(1))
+        output = run_bilstm(self.lstm, self.dropout(features), mask, self.config.kernels)
         return self.projection(self.dropout(output))
 
     def loss(self, words: Tensor, chars: Tensor, mask: Tensor, tags: Tensor, noise: Tensor | None = None) -> Tensor:

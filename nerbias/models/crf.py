@@ -78,13 +78,31 @@ def log_partition(
     Returns:
         ``[batch]``: log Z, ``-inf`` where no sequence is allowed. Differentiable, NaN-free.
     """
-    scores = _apply_allowed(emissions, allowed)
+    return _forward_algorithm(_apply_allowed(emissions, allowed), mask, transitions, start_transitions,
+                              end_transitions, _logsumexp)
+
+
+def _forward_algorithm(scores: Tensor, mask: Tensor, transitions: Tensor, start_transitions: Tensor,
+                       end_transitions: Tensor, logsumexp) -> Tensor:
     mask = mask.bool()
     alpha = start_transitions + scores[:, 0]
     for t in range(1, scores.size(1)):
-        step = _logsumexp(alpha.unsqueeze(2) + transitions, dim=1) + scores[:, t]
+        step = logsumexp(alpha.unsqueeze(2) + transitions, dim=1) + scores[:, t]
         alpha = torch.where(mask[:, t].unsqueeze(1), step, alpha)
-    return _logsumexp(alpha + end_transitions, dim=1)
+    return logsumexp(alpha + end_transitions, dim=1)
+
+
+def training_log_partition(emissions: Tensor, mask: Tensor, transitions: Tensor, start_transitions: Tensor,
+                           end_transitions: Tensor) -> Tensor:
+    """``log_partition`` of the training loss (no ``allowed``), with torch's fused logsumexp: a third of
+    the operations a step, the same values.
+
+    Its backward is NaN only at a row that is all ``-inf``: a tag with no finite-scored predecessor.
+    Under the BIOES constraints none arises when the emissions are finite: O may start and follow O, so
+    its score stays finite at every step, B-X and S-X may follow O, I-X and E-X may follow B-X, and O,
+    E-X and S-X may end (unconstrained transitions are all finite).
+    """
+    return _forward_algorithm(emissions, mask, transitions, start_transitions, end_transitions, torch.logsumexp)
 
 
 def forward_backward(
@@ -364,8 +382,10 @@ class ConstrainedCRF(CRF):
     constrained distribution.
     """
 
-    def __init__(self, tags: Sequence[str], constrain: bool = True):
+    def __init__(self, tags: Sequence[str], constrain: bool = True, fused_normalizer: bool = False):
+        # fused_normalizer: the training loss's log Z by training_log_partition (model.kernels=fused).
         super().__init__(len(tags), batch_first=True)
+        self.fused_normalizer = fused_normalizer
         self.scheme = TagScheme("bioes", tags)
         self.constrained = constrain
         if constrain:
@@ -469,7 +489,8 @@ class ConstrainedCRF(CRF):
 
     def _compute_normalizer(self, emissions: Tensor, mask: Tensor) -> Tensor:
         # pytorch-crf hands over time-first tensors.
-        return log_partition(emissions.transpose(0, 1), mask.transpose(0, 1), *self.scores())
+        normalizer = training_log_partition if self.fused_normalizer else log_partition
+        return normalizer(emissions.transpose(0, 1), mask.transpose(0, 1), *self.scores())
 
     def forward(self, emissions: Tensor, tags: Tensor, mask: Tensor | None = None, reduction: str = "sum") -> Tensor:
         # pytorch-crf's forward calls ``self._validate`` (ours) before anything else.

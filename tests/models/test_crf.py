@@ -16,6 +16,7 @@ from nerbias.models.crf import (
     sequence_score,
     span_log_confidences,
     span_log_confidences_lattice,
+    training_log_partition,
     viterbi,
 )
 from nerbias.data.tags import Span
@@ -209,6 +210,25 @@ def test_log_partition_gradient_is_finite_with_illegal_transitions_and_empty_lat
     log_z[torch.isfinite(log_z)].sum().backward()
     assert torch.isfinite(emissions.grad).all()
     assert emissions.grad[1].abs().sum() == 0
+
+
+@pytest.mark.parametrize("scale", [1.0, 60.0])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_training_normalizer_is_log_partition_with_its_gradient_under_bioes_constraints(seed, scale):
+    """Brute force for the value; log_partition's guarded gradient for the backward, also when the
+    emissions are extreme (scale 60: every step's scores far apart) and rows are short."""
+    generator = torch.Generator().manual_seed(seed)
+    tags, transitions, start, end = bioes_setup(generator)
+    emissions, mask, lengths = random_batch(4, 5, len(tags), generator)
+    emissions = (emissions * scale).requires_grad_(True)
+    fast = training_log_partition(emissions, mask, transitions, start, end)
+    for b in range(4):
+        expected = brute_log_z(brute_force_paths(emissions[b].detach(), int(lengths[b]), transitions, start, end))
+        assert fast[b].item() == pytest.approx(expected, rel=1e-12, abs=1e-9)
+    (fast_grad,) = torch.autograd.grad(fast.sum(), emissions)
+    (guarded_grad,) = torch.autograd.grad(log_partition(emissions, mask, transitions, start, end).sum(), emissions)
+    assert torch.isfinite(fast_grad).all()
+    torch.testing.assert_close(fast_grad, guarded_grad, rtol=1e-9, atol=1e-12)
 
 
 def test_gradient_of_log_partition_is_the_marginals():

@@ -1,0 +1,75 @@
+"""Named recipes (configs/recipe/): ``recipe=v1`` reproduces what the code before them trained, to the
+digit, and the mitigation study's jobs keep it.
+
+``recipe_v1_reference.json`` is the tiny fixture run's metrics.json as commit 2b4ac39 wrote it, made with
+(in a worktree at that commit, ``PYTHONPATH=.:tests``)::
+
+    from helpers import compose_config, make_tiny_conll, tiny_train_overrides
+    from nerbias.tasks import run_training
+    from nerbias.testing import one_thread
+    data = make_tiny_conll(root / "data")
+    with one_thread():
+        run_training(compose_config("train", tiny_train_overrides(data, epochs=3)
+                                    + [f"paths.output_dir={root}/run"]), root / "run")
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from helpers import compose_config, make_tiny_conll, tiny_train_overrides
+from nerbias.tasks import run_training
+from nerbias.testing import one_thread
+
+REFERENCE = json.loads((Path(__file__).parent / "recipe_v1_reference.json").read_text())
+
+
+def tiny_run(tmp_path: Path, extra: list[str]) -> dict:
+    data = make_tiny_conll(tmp_path / "data")
+    with one_thread():
+        run_training(compose_config("train", tiny_train_overrides(data, epochs=3) +
+                                    [f"paths.output_dir={tmp_path}/run", *extra]), tmp_path / "run")
+    return json.loads((tmp_path / "run" / "metrics.json").read_text())
+
+
+def same_platform(platform: dict) -> bool:
+    return all(platform.get(key) == REFERENCE["platform"][key] for key in ("cpu_capability", "torch", "threads"))
+
+
+def test_recipe_v1_reproduces_the_run_of_the_code_before_recipes(tmp_path):
+    payload = tiny_run(tmp_path, ["recipe=v1"])
+    history = [{k: v for k, v in h.items() if k != "train_sentences_per_second"} for h in payload["history"]]
+    if same_platform(payload["platform"]):  # the same kernels: every float to the last digit
+        assert payload["metrics"] == REFERENCE["metrics"]
+        assert history == REFERENCE["history"]
+    else:  # another CPU kind or torch: its own rounding, so the losses to 6 digits, the counts exactly
+        assert payload["metrics"]["best_epoch"] == REFERENCE["metrics"]["best_epoch"]
+        assert [h["train_loss"] for h in history] == pytest.approx([h["train_loss"] for h in REFERENCE["history"]],
+                                                                    rel=1e-6)
+
+
+def test_the_default_recipe_computes_with_the_fused_kernels_and_v1_with_the_reference_ones():
+    assert compose_config("train", []).model.kernels == "fused"
+    assert compose_config("train", ["recipe=v1"]).model.kernels == "reference"
+    study = compose_config("train", ["experiment=mitigation_study", "mitigation=names"])
+    assert study.model.kernels == "reference"
+    assert study.trainer.batch_size == 32 and study.trainer.optimizer.lr == 0.001
+
+
+def test_the_fused_default_trains_the_same_model_to_float_rounding_on_the_first_step(tmp_path):
+    """Not the same run (fused dropout draws another stream): the same parameters after build."""
+    from nerbias.models.tagger import NerTagger
+
+    data = make_tiny_conll(tmp_path / "data")
+    from nerbias.data.conll2003 import load_conll2003
+    train = load_conll2003(data, splits=("train",), verify_sizes=False)["train"]
+    torch.manual_seed(0)
+    fused = NerTagger.build(train, {"lstm_hidden": 8, "char_filters": 4, "char_dim": 4, "kernels": "fused"})
+    torch.manual_seed(0)
+    reference = NerTagger.build(train, {"lstm_hidden": 8, "char_filters": 4, "char_dim": 4, "kernels": "reference"})
+    for (name, a), (_, b) in zip(fused.model.state_dict().items(), reference.model.state_dict().items()):
+        assert torch.equal(a, b), name
