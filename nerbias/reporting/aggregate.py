@@ -29,8 +29,8 @@ from nerbias.errors import NerbiasError
 from nerbias.fileio import atomic_path, atomic_write_text
 from nerbias.reporting.options import STUDY_CENSUS_BOOT, STUDY_N_BOOT
 from nerbias.validation import POSITIVE_INTEGER
-from nerbias.reporting.runs import (is_hydra_run, launch_directory, read_metrics, saved_config, saved_overrides,
-                                    select, value_text)
+from nerbias.reporting.runs import (is_hydra_run, launch_directory, read_metrics, recorded_run_dir, saved_config,
+                                    saved_overrides, select, value_text)
 
 REPLICATE_KEY = "seed"
 ALWAYS_SHOWN = ("embeddings.kind",)
@@ -186,7 +186,7 @@ def aggregate(runs: Sequence[SweepRun]) -> Aggregate:
 
 
 def duplicate_seeds(result: Aggregate) -> list[str]:
-    """Warnings for groups holding one seed twice (the same run given twice, or two sweeps of one config)."""
+    """Groups holding one seed twice (the same run given twice, or two sweeps of one config), one line each."""
     warnings = []
     for group in result.groups:
         seen: dict[str | None, Path] = {}
@@ -261,7 +261,15 @@ def run(paths: Sequence[str | Path], output_dir: str | Path | None = None) -> tu
     run_dirs = find_run_dirs(paths)
     if not run_dirs:
         raise AggregateError(f"no Hydra run directories (with .hydra/config.yaml) under {', '.join(map(str, paths))}")
+    for path in run_dirs:
+        ran_in = recorded_run_dir(saved_config(path, resolve=True))
+        if ran_in is not None and ran_in.name != path.name:
+            raise AggregateError(f"{path}: its config says it ran in {ran_in}; a run copied or renamed would count "
+                                 f"twice: move it back to {ran_in.name}/ or out of the sweep")
     result = aggregate([load_sweep_run(path) for path in run_dirs])
+    twice = duplicate_seeds(result)
+    if twice:
+        raise AggregateError("one configuration's seed in two runs (each run counts once; keep one): " + "; ".join(twice))
     out = Path(output_dir) if output_dir is not None else default_output_dir(paths)
     csv_path, md_path = out / "aggregate.csv", out / "aggregate.md"
     write_aggregate_csv(csv_path, result)
@@ -328,8 +336,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"unfinished (no metrics.json): {run_.path}", file=sys.stderr)
     for run_ in result.unreadable:
         print(f"skipped: {run_.path}: {run_.problem}", file=sys.stderr)
-    for warning in duplicate_seeds(result):
-        print(f"warning: {warning}", file=sys.stderr)
     print(md_path.read_text(encoding="utf-8"), end="")
     print(f"wrote {csv_path} and {md_path}", file=sys.stderr)
     return 0

@@ -27,6 +27,7 @@ from hydra.experimental.callback import Callback
 
 from nerbias.errors import NerbiasError
 from nerbias.fileio import RESOLVED_CONFIG, atomic_write_bytes
+from nerbias.reporting.runs import recorded_run_dir
 
 log = logging.getLogger(__name__)
 
@@ -226,10 +227,25 @@ def packed_from(archive_job: Path) -> Path | None:
     """The job folder a packed job was run in (its saved ``paths.output_dir``), when it says."""
     for digest, relative in _manifest(archive_job):
         if relative == Path(RESOLVED_CONFIG):
-            config = yaml.safe_load(stored_bytes(archive_job, relative, digest)) or {}
-            folder = (config.get("paths") or {}).get("output_dir") if isinstance(config, dict) else None
-            return Path(folder) if folder else None
+            return recorded_run_dir(yaml.safe_load(stored_bytes(archive_job, relative, digest)) or {})
     return None
+
+
+def check_archive_jobs(archive_dir: Path, jobs: list[Path]) -> None:
+    """Refuse what would make a job count twice or count unverified: a folder that holds a run but no
+    manifest, and two folders with the same manifest (one job copied under a second name)."""
+    for folder in sorted(p for p in archive_dir.iterdir() if p.is_dir() and p not in jobs):
+        if (folder / RESOLVED_CONFIG).is_file() or (folder / "metrics.json").is_file():
+            raise NerbiasError(f"{folder}: a job without its {MANIFEST}, so its files cannot be checked; pack it "
+                               "from its sweep (scripts/study_archive.py pack <sweep dir> <archive>) or move it out "
+                               f"of {archive_dir}")
+    seen: dict[str, Path] = {}
+    for job in jobs:
+        manifest = (job / MANIFEST).read_text(encoding="utf-8")
+        if manifest in seen:
+            raise NerbiasError(f"{seen[manifest]} and {job}: the same job packed twice (identical {MANIFEST}); "
+                               f"keep the folder its config names and remove the other")
+        seen[manifest] = job
 
 
 def unpack(archive_dir: str | Path, sweep_dir: str | Path, check_origin: bool = True) -> list[str]:
@@ -242,6 +258,7 @@ def unpack(archive_dir: str | Path, sweep_dir: str | Path, check_origin: bool = 
     jobs = sorted(p for p in archive_dir.iterdir() if (p / MANIFEST).is_file()) if archive_dir.is_dir() else []
     if not jobs:
         raise NerbiasError(f"{archive_dir}: no packed job (a folder with {MANIFEST})")
+    check_archive_jobs(archive_dir, jobs)
     missing = [job for job in jobs if not (sweep_dir / job.name).exists()]
     for archive_job in missing:
         origin = packed_from(archive_job) if check_origin else None

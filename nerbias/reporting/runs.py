@@ -136,6 +136,13 @@ def launch_directory(run_dir: Path) -> str | None:
     return select(_read_saved_yaml(path), "hydra.runtime.cwd")
 
 
+def recorded_run_dir(config: Any) -> Path | None:
+    """The directory a run was launched to write (``paths.output_dir`` of its resolved config), when the
+    config records one: a run copied or renamed since no longer sits there."""
+    folder = select(config, "paths.output_dir")
+    return Path(folder) if isinstance(folder, str) and folder and "${" not in folder else None
+
+
 def select(config: Any, key: str, default: Any = None) -> Any:
     """``config["a"]["b"]`` for ``key="a.b"``; ``default`` where a part is missing."""
     node = config

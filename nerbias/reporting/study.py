@@ -472,6 +472,26 @@ def replicate_resolution(family: pd.DataFrame, replicate_counts: Mapping[str, in
     return [text, ""]
 
 
+def evaluation_labels(runs: Mapping[str, Sequence[StudyRun]]) -> tuple[list[str], dict[str, list[str]]]:
+    """Every bias evaluation any run holds, and per evaluation the conditions none of whose runs hold it.
+    A condition that holds it for some runs only is refused: leaving the condition out would shrink the
+    claims family and move every Holm p; counting it with fewer seeds would pair it wrongly."""
+    held = {run.path: {p.name for p in (run.path / "bias").iterdir() if (p / "metrics.json").is_file()}
+            if (run.path / "bias").is_dir() else set() for members in runs.values() for run in members}
+    labels = sorted(set().union(*held.values()))
+    not_evaluated: dict[str, list[str]] = {}
+    for label in labels:
+        for condition, members in runs.items():
+            lacking = [run.path for run in members if label not in held[run.path]]
+            if len(lacking) == len(members):
+                not_evaluated.setdefault(label, []).append(condition)
+            elif lacking:
+                raise NerbiasError(f"{lacking[0] / 'bias' / label / 'metrics.json'}: missing, while other {condition} "
+                                   f"runs have it; rerun the job's command (it resumes and evaluates only what is "
+                                   f"missing) or move the job out of the sweep")
+    return labels, not_evaluated
+
+
 def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, baseline: str = "baseline",
               n_boot: int = STUDY_N_BOOT, census_boot: int = STUDY_CENSUS_BOOT, seed: int = 0, ddof: int = 0,
               condition_key: str = "condition", confidence: float = DEFAULT_CONFIDENCE,
@@ -496,9 +516,7 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
     titles: dict[str, str] = {}
     if baseline not in study.runs:
         log.warning("no finished %s run: no differences", baseline)
-    first = study.runs[next(iter(study.runs))][0]
-    labels = sorted(p.name for p in (first.path / "bias").iterdir() if (p / "metrics.json").is_file()) \
-        if (first.path / "bias").is_dir() else []
+    labels, not_evaluated = evaluation_labels(study.runs)
     commits = sorted({r.commit for rs in study.runs.values() for r in rs if r.commit})
     lines = ["# Mitigation study", "",
              f"Sweep: `{sweep_name or sweep_dir.name}`" + (f", code at commit {', '.join(commits)}" if commits else "")
@@ -524,6 +542,9 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
     effect_at = len(lines)
     if study.unfinished:
         lines += ["Unfinished (left out): " + ", ".join(f"`{p.name}`" for p in study.unfinished), ""]
+    if not_evaluated:
+        lines += ["Not evaluated (no run of the condition has the evaluation): " + "; ".join(
+            f"{label}: {', '.join(conditions)}" for label, conditions in not_evaluated.items()), ""]
     frames: dict[str, pd.DataFrame] = {}
     has_baseline: dict[str, bool] = {}
     for label in sorted(labels, key=lambda name: (re.sub("_lower$", "", name), name)):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -17,7 +17,7 @@ from nerbias.bias.names import load_names
 from nerbias.errors import NerbiasError
 from nerbias.fileio import RESOLVED_CONFIG
 from nerbias.reporting.intervals import Statistic, inflate
-from nerbias.reporting.runs import Run, is_hydra_run, load_run, read_metrics, saved_config, select
+from nerbias.reporting.runs import Run, is_hydra_run, load_run, read_metrics, recorded_run_dir, saved_config, select
 
 NAME_CORPORA = ("winogender", "insitu")  # the corpora that fill templates with the names of the groups
 REFERENCE_RACE = "White"  # race gaps are the White names' accuracy minus each other race's
@@ -58,6 +58,7 @@ def find_study(sweep_dir: str | Path, condition_key: str = "condition") -> Study
     sweep_dir = Path(sweep_dir)
     runs: dict[str, list[StudyRun]] = {}
     unfinished = []
+    identities: dict[tuple[str, str], Path] = {}
     for path in sorted(p for p in sweep_dir.iterdir() if p.is_dir()):
         if not ((path / RESOLVED_CONFIG).is_file() or is_hydra_run(path)):
             continue  # not a run directory (e.g. the study's own output)
@@ -65,6 +66,7 @@ def find_study(sweep_dir: str | Path, condition_key: str = "condition") -> Study
         condition = select(config, condition_key)
         if condition is None:
             continue
+        check_job_folder(path, config, condition, select(config, "seed"), identities)
         metrics = read_metrics(path)
         if metrics is None or "test_f1" not in metrics.get("metrics", {}):
             unfinished.append(path)
@@ -82,6 +84,21 @@ def find_study(sweep_dir: str | Path, condition_key: str = "condition") -> Study
     for members in runs.values():
         members.sort(key=lambda run: run.seed)
     return Study(runs, unfinished)
+
+
+def check_job_folder(path: Path, config: Any, condition: Any, seed: Any, seen: dict[tuple[str, str], Path]) -> None:
+    """A job counts once, as what its own config says it is: refuse a folder other than the one it ran in
+    (a copy or a renamed job) and a second folder of the same (condition, seed)."""
+    ran_in = recorded_run_dir(config)
+    if ran_in is not None and ran_in.name != path.name:
+        raise NerbiasError(f"{path}: its config says it ran in {ran_in} (condition {condition}, seed {seed}); a job "
+                           f"copied or renamed would count twice or as another seed: move it back to "
+                           f"{ran_in.name}/ or out of {path.parent}")
+    identity = (str(condition), str(seed))
+    if identity in seen:
+        raise NerbiasError(f"{seen[identity]} and {path}: both are condition {condition}, seed {seed}; keep one "
+                           f"(the study counts each job once)")
+    seen[identity] = path
 
 
 @dataclass

@@ -254,3 +254,22 @@ def test_aggregate_refuses_when_nothing_can_be_aggregated(tmp_path, capsys):
     assert aggregate_main([str(tmp_path / "sweep")]) == 2
     assert "none of the 1 runs has finished" in capsys.readouterr().err
     assert not (tmp_path / "sweep" / "aggregate.csv").exists()
+
+
+def test_aggregate_refuses_a_run_copied_under_another_name_and_one_seed_twice(tmp_path, capsys):
+    import shutil
+    sweep_dir = tmp_path / "sweep"
+    for number, seed in enumerate((1, 2)):
+        run_dir = write_run(sweep_dir / str(number), {"seed": seed, "paths": {"output_dir": str(sweep_dir / str(number))}},
+                            [f"seed={seed}"], {"test_f1": 0.9})
+        (run_dir / "config_resolved.yaml").write_text(yaml.safe_dump({"seed": seed, "paths": {
+            "output_dir": str(run_dir)}}))
+    shutil.copytree(sweep_dir / "0", sweep_dir / "2")
+    assert aggregate_main([str(sweep_dir)]) == 2
+    assert f"{sweep_dir / '2'}: its config says it ran in {sweep_dir / '0'}" in capsys.readouterr().err
+    shutil.rmtree(sweep_dir / "2")
+    other = tmp_path / "other"
+    write_run(other / "0", {"seed": 1}, ["seed=1"], {"test_f1": 0.8})  # a second sweep of one configuration
+    assert aggregate_main([str(sweep_dir), str(other)]) == 2
+    assert "one configuration's seed in two runs (each run counts once; keep one): " in capsys.readouterr().err
+    assert not (tmp_path / "aggregate.md").exists()

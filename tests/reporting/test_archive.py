@@ -115,3 +115,15 @@ def test_only_a_labels_table_whose_templates_list_the_same_names_is_stored_wide(
                       b"name,template,label\nAda,1,PERSON\nAda,2,LOC\nAda,1,PERSON\n",  # a template again
                       b"name,template,label\nAda\n"):                                    # a short line
         assert wide_labels(malformed) is None
+
+
+def test_a_job_without_its_manifest_or_packed_twice_is_refused(tmp_path):
+    _sweep(tmp_path / "sweep")
+    pack(tmp_path / "sweep", tmp_path / "archive")
+    shutil.copytree(tmp_path / "archive" / "baseline-seed1", tmp_path / "archive" / "baseline-seed2")
+    with pytest.raises(NerbiasError, match=r"baseline-seed1 and .*baseline-seed2: the same job packed twice"):
+        unpack(tmp_path / "archive", tmp_path / "restored")
+    (tmp_path / "archive" / "baseline-seed2" / MANIFEST).unlink()
+    with pytest.raises(NerbiasError, match=r"baseline-seed2: a job without its MANIFEST.sha256"):
+        unpack(tmp_path / "archive", tmp_path / "restored")
+    assert not (tmp_path / "restored").exists()

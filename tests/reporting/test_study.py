@@ -24,7 +24,8 @@ def write_run(root: Path, condition: str, seed: int, recognised: dict[str, int],
               census_labels: dict[str, str] | None = None, ssa: Path | None = None) -> Path:
     run = root / f"{condition}-seed{seed}"
     run.mkdir(parents=True)
-    (run / "config_resolved.yaml").write_text(yaml.safe_dump({"condition": condition, "seed": seed}))
+    (run / "config_resolved.yaml").write_text(yaml.safe_dump({"condition": condition, "seed": seed,
+                                                              "paths": {"output_dir": str(run)}}))
     (run / "metrics.json").write_text(json.dumps({"metrics": {"test_f1": f1, "test_lower_f1": f1 / 2}}))
     rows = [{"name": n, "group": g, "sentences": 10, "recognised": recognised[n],
              "accuracy": recognised[n] / 10, "conf_median": recognised[n] / 10}
@@ -341,3 +342,40 @@ def test_the_study_opens_with_the_group_effect_test_and_judges_halving_by_a_pair
     assert goal.loc["halves", "gap_met"] and not goal.loc["keeps", "gap_met"]
     table = read(tmp_path / "out", "winogender")
     assert np.isnan(table.loc[("halves", "best_worst_gap"), "ratio_low"])  # the ratio has no interval
+
+
+def test_a_job_copied_or_renamed_is_refused_naming_where_it_ran(tmp_path):
+    import shutil
+    for seed in (1, 2):
+        write_run(tmp_path, "baseline", seed, BASE, 0.9)
+    shutil.copytree(tmp_path / "baseline-seed1", tmp_path / "baseline-seed1-copy")
+    with pytest.raises(NerbiasError, match=r"baseline-seed1-copy: its config says it ran in .*baseline-seed1 "
+                                           r"\(condition baseline, seed 1\)"):
+        find_study(tmp_path)
+    (tmp_path / "baseline-seed1-copy").rename(tmp_path / "baseline-seed3")  # renamed as another seed
+    with pytest.raises(NerbiasError, match="baseline-seed3: its config says it ran in"):
+        run_study(tmp_path, tmp_path / "out", n_boot=50)
+    assert not (tmp_path / "out").exists()
+
+
+def test_two_jobs_of_one_condition_and_seed_are_refused(tmp_path):
+    write_run(tmp_path, "baseline", 1, BASE, 0.9)
+    other = write_run(tmp_path / "elsewhere", "baseline", 1, BASE, 0.9)
+    config = yaml.safe_load((other / "config_resolved.yaml").read_text())
+    del config["paths"]  # a run that does not say where it ran
+    (other / "config_resolved.yaml").write_text(yaml.safe_dump(config))
+    other.rename(tmp_path / "baseline-seed1b")
+    with pytest.raises(NerbiasError, match=r"baseline-seed1 and .*baseline-seed1b: both are condition baseline, seed 1"):
+        find_study(tmp_path)
+
+
+def test_a_job_missing_an_evaluation_is_refused_and_a_condition_never_evaluated_is_said(tmp_path):
+    for seed in (1, 2):
+        write_run(tmp_path, "baseline", seed, BASE, 0.9)
+        write_run(tmp_path, "mask", seed, BASE, 0.9)
+    (tmp_path / "mask-seed2" / "bias" / "winogender" / "metrics.json").unlink()
+    with pytest.raises(NerbiasError, match=r"mask-seed2/bias/winogender/metrics.json: missing, while other mask runs"):
+        run_study(tmp_path, tmp_path / "out", n_boot=50)
+    (tmp_path / "mask-seed1" / "bias" / "winogender" / "metrics.json").unlink()
+    text = run_study(tmp_path, tmp_path / "out", n_boot=50).read_text()
+    assert "Not evaluated (no run of the condition has the evaluation): winogender: mask" in text
