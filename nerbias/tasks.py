@@ -225,22 +225,23 @@ def run_training(cfg: DictConfig, output_dir: str | Path) -> dict[str, float]:
     if (output_dir / "metrics.json").is_file() and not (output_dir / "checkpoints" / "last.pt").is_file():
         log.warning("%s: results of a finished training but no checkpoint, and not all of this config's results "
                     "are there: training again from scratch (same seed, same result)", output_dir)
+    settings = {key: value for key, value in OmegaConf.to_container(cfg.trainer, resolve=True).items()
+                if key != "optimizer"}
+    run_config = OmegaConf.to_container(cfg, resolve=True)
+    augmentation = build_augmentation(cfg)
+    # new_tagger: the embeddings source (its _target_) and the model options; Trainer calls it once on the
+    # training sentences (a resumed run rebuilds the checkpoint's tagger instead, by the same builder).
+    trainer = Trainer(TrainerSettings(**settings), optimizer=instantiate(cfg.trainer.optimizer),
+                      new_tagger=functools.partial(build_tagger, embeddings=build(cfg.embeddings), seed=cfg.seed,
+                                                   model=OmegaConf.to_container(cfg.model, resolve=True),
+                                                   run_config=run_config, noise_types=augmentation.noise_types,
+                                                   coverage_names=coverage_names(cfg.embeddings),
+                                                   name_labels=name_labels(cfg.embeddings)),
+                      output_dir=output_dir, seed=cfg.seed, run_config=run_config, augmentation=augmentation,
+                      run_name=cfg.get("run_name"))
+    trainer.check_start()  # a refused start writes nothing of ours into the run directory
     logger = _logger(cfg, output_dir)
     try:
-        settings = {key: value for key, value in OmegaConf.to_container(cfg.trainer, resolve=True).items()
-                    if key != "optimizer"}
-        run_config = OmegaConf.to_container(cfg, resolve=True)
-        augmentation = build_augmentation(cfg)
-        # new_tagger: the embeddings source (its _target_) and the model options; Trainer calls it once on the
-        # training sentences (a resumed run rebuilds the checkpoint's tagger instead, by the same builder).
-        trainer = Trainer(TrainerSettings(**settings), optimizer=instantiate(cfg.trainer.optimizer),
-                          new_tagger=functools.partial(build_tagger, embeddings=build(cfg.embeddings), seed=cfg.seed,
-                                                       model=OmegaConf.to_container(cfg.model, resolve=True),
-                                                       run_config=run_config, noise_types=augmentation.noise_types,
-                                                       coverage_names=coverage_names(cfg.embeddings),
-                                                       name_labels=name_labels(cfg.embeddings)),
-                          output_dir=output_dir, seed=cfg.seed, run_config=run_config, augmentation=augmentation,
-                          run_name=cfg.get("run_name"))
         metrics = trainer.fit(load_data(cfg.data), logger)
         if cfg.get("bias_eval"):
             release_memory()  # the training's tables and optimiser states are garbage now: give them back

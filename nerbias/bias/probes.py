@@ -78,6 +78,8 @@ def load_probe_templates(path: str | Path | None = None) -> list[ProbeTemplate]:
             raise DataFormatError(path, f"context {context!r} must be one of {list(CONTEXTS)}", number)
         if sentence.count(SLOT) != 1:
             raise DataFormatError(path, f"the sentence must hold {SLOT} exactly once: {sentence!r}", number)
+        if _PLACEHOLDER in sentence:  # the slot's internal marker: the name would be scored in the wrong place
+            raise DataFormatError(path, f"{_PLACEHOLDER} in {sentence!r}: the name's slot is written {SLOT}", number)
         tokens = tuple(tokenize(sentence.replace(SLOT, f" {_PLACEHOLDER} ")))
         if any(token.startswith("$") and token != _PLACEHOLDER for token in tokens):
             raise DataFormatError(path, f"unexpected placeholder in {sentence!r} (only {SLOT})", number)

@@ -6,6 +6,7 @@ Only tensors, strings, numbers, lists and dicts are stored, so every checkpoint 
 
 from __future__ import annotations
 
+import pickle
 import re
 import zipfile
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 
 import torch
 
-from nerbias.errors import CheckpointError
+from nerbias.errors import CheckpointError, NerbiasError
 from nerbias.fileio import atomic_path
 
 FORMAT = "nerbias-checkpoint"
@@ -76,19 +77,30 @@ def _vocab_as(payload: dict[str, Any], form: Any) -> dict[str, Any]:
 
 
 def _reason(error: Exception) -> str:
-    """torch's reason in whole sentences, one line, without terminal colour codes."""
+    """torch's reason in whole sentences, one line, without terminal colour codes. A refusal of the
+    weights-only unpickler (an UnpicklingError, however torch words it) is said in our words with
+    torch's detail only: its advice to load with ``weights_only=False`` must never reach a user."""
     text = " ".join(re.sub(r"\x1b\[[0-9;]*m", "", str(error)).split())
-    refused = re.search(r"WeightsUnpickler error: (.*?\.)(?: |$)", text)
-    if refused:  # weights_only refused a pickled object: that sentence is the reason (not torch's advice)
-        return f"it holds a pickled object that weights_only loading refuses: {refused.group(1)}"
+    if isinstance(error, pickle.UnpicklingError) or "weights_only" in text or "Weights only" in text:
+        detail = re.search(r"Unsupported global: GLOBAL \S+[^.]*\.|Unsupported operand \d+|\S+ was not an allowed global[^.]*\.",
+                           text)
+        return ("it holds a pickled object that weights_only loading refuses: "
+                + (detail.group(0) if detail else "something other than tensors and plain containers"))
     return text
 
 
 def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> None:
-    """Write atomically. torch writes through our file object, so a full disk is Python's OSError
-    (a sentence naming ``path``) rather than a C++ stream error."""
-    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
-        torch.save({"format": FORMAT, "version": VERSION, **_vocab_as(payload, _joined)}, handle)
+    """Write atomically; a failed write is a NerbiasError naming ``path``, and no temporary file stays.
+    torch writes through our file object, so a full disk is mostly Python's OSError; when the disk fills
+    while torch's zip writer seeks, it reports its own RuntimeError ("unexpected pos")."""
+    try:
+        with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+            torch.save({"format": FORMAT, "version": VERSION, **_vocab_as(payload, _joined)}, handle)
+    except RuntimeError as error:
+        reason = _reason(error)
+        part_way = "unexpected pos" in reason or "inline_container" in reason
+        cause = "the write stopped part-way (is the disk full?)" if part_way else "torch could not write it"
+        raise NerbiasError(f"{path}: cannot write: {cause}; torch said: {reason[:200]}") from None
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu", mmap: bool = False) -> dict[str, Any]:

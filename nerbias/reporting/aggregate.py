@@ -26,7 +26,7 @@ from typing import Any, Iterable, Sequence
 import yaml
 
 from nerbias.errors import NerbiasError
-from nerbias.fileio import atomic_path, atomic_write_text
+from nerbias.fileio import RESOLVED_CONFIG, atomic_path, atomic_write_text, remove_orphans
 from nerbias.reporting.options import STUDY_CENSUS_BOOT, STUDY_N_BOOT
 from nerbias.validation import POSITIVE_INTEGER
 from nerbias.reporting.runs import (is_hydra_run, launch_directory, read_metrics, recorded_run_dir, saved_config,
@@ -109,18 +109,25 @@ def _ignored(key: str) -> bool:
 
 
 def _settings(run_dir: Path) -> tuple[dict[str, Any], dict[str, str], str | None, dict[str, str]]:
-    """(config, settings without the seed, seed, overrides) of a run directory from its .hydra files."""
+    """(config, settings without the seed, seed, overrides) of a run directory. Which keys were set comes
+    from ``.hydra/overrides.yaml``; their values and the seed from the run's own record
+    (``config_resolved.yaml``, written when it started), when it has one: a later command that was
+    refused (another seed, another learning rate) rewrote ``.hydra/`` before any check could run, never it."""
     config = saved_config(run_dir)
+    recorded = saved_config(run_dir, resolve=True) if (run_dir / RESOLVED_CONFIG).is_file() else config
     overrides = saved_overrides(run_dir)
     settings = {}
     for key in ALWAYS_SHOWN:
-        value = select(config, key)
+        value = select(recorded, key)
         if value is not None:
             settings[key] = value_text(value)
     for key, value in overrides.items():
         group_choice_shown = any(shown.startswith(f"{key}.") for shown in settings)  # embeddings= vs .kind
         if key != REPLICATE_KEY and not _ignored(key) and not group_choice_shown:
-            settings[key] = value
+            value_there = select(recorded, key)
+            scalar = value_there is not None and not isinstance(value_there, (dict, list))
+            settings[key] = value_text(value_there) if scalar else value
+    config = recorded
     seed = select(config, REPLICATE_KEY)
     return config, settings, None if seed is None else value_text(seed), overrides
 
@@ -272,6 +279,9 @@ def run(paths: Sequence[str | Path], output_dir: str | Path | None = None) -> tu
         raise AggregateError("one configuration's seed in two runs (each run counts once; keep one): " + "; ".join(twice))
     out = Path(output_dir) if output_dir is not None else default_output_dir(paths)
     csv_path, md_path = out / "aggregate.csv", out / "aggregate.md"
+    md_path.unlink(missing_ok=True)  # written last: a killed rerun never leaves it beside a newer CSV
+    remove_orphans(out, csv_path.name)
+    remove_orphans(out, md_path.name)
     write_aggregate_csv(csv_path, result)
     atomic_write_text(md_path, to_markdown(result))
     return result, csv_path, md_path

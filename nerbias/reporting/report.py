@@ -25,7 +25,7 @@ from nerbias.bias.names import NameList
 from nerbias.bias.statistics import PERSON_PROBABILITY
 from nerbias.bias.plots import census_sentence, plot_census_errors
 from nerbias.errors import NerbiasError
-from nerbias.fileio import atomic_write_text, write_csv
+from nerbias.fileio import atomic_write_text, remove_orphans, write_csv
 from nerbias.data.ambiguity import AmbiguityRule
 from nerbias.loggers import NullLogger
 from nerbias.reporting.ambiguity import (
@@ -350,6 +350,10 @@ def render_report(run_dirs: Sequence[str | Path], names_path: str | Path | None 
         raise NerbiasError("mix of census and name-corpus runs: report them separately")
     out_dir = Path(output_dir or runs[0].path)
     out_dir.mkdir(parents=True, exist_ok=True)
+    # report.md is written last and an earlier one goes first: a killed rerun never leaves an old report.md
+    # beside new tables, nor a killed write's temporary file
+    (out_dir / "report.md").unlink(missing_ok=True)
+    remove_orphans(out_dir)
     if kinds == {"names"}:
         sections = [names_section(runs, names_for(runs, names_path), out_dir, options)]
     else:

@@ -39,7 +39,7 @@ import pandas as pd
 from nerbias.bias.statistics import PERSON_PROBABILITY
 from nerbias.bias.types import corpus_label, corpus_title, parse_corpus_label
 from nerbias.errors import NerbiasError
-from nerbias.fileio import atomic_write_text, write_csv
+from nerbias.fileio import atomic_write_text, remove_orphans, write_csv
 from nerbias.data.ambiguity import AmbiguityRule
 from nerbias.reporting.archive import is_archive, unpack
 from nerbias.reporting.paper_claims import declared_margins, paper_claims, paper_claims_section
@@ -51,8 +51,8 @@ from nerbias.reporting.runs import load_run
 from nerbias.reporting.study_groups import (CALIBRATION_PREFIX, GAP, GROUP_EFFECT_PERMUTATIONS, group_effect_section,
                                             group_level_interval, group_level_metrics, halving)
 from nerbias.reporting.study_runs import (CONLL_METRICS, NAME_CORPORA, RACE_GAP_PREFIX, REFERENCE_RACE, Figures, Study,
-                                          StudyRun, add_conll_statistics, census_figures, find_study, race_gap_metric,
-                                          seed_ids)
+                                          StudyRun, add_conll_statistics, census_figures, evaluation_labels, find_study,
+                                          race_gap_metric, seed_ids)
 from nerbias.reporting.tables import markdown_table
 from nerbias.reporting.group_effects import MIN_NAMES, group_effect_test
 from nerbias.reporting.intervals import (COVERS_BOTH, COVERS_NAMES, COVERS_SEEDS, COVERS_THESE_NAMES,
@@ -472,26 +472,6 @@ def replicate_resolution(family: pd.DataFrame, replicate_counts: Mapping[str, in
     return [text, ""]
 
 
-def evaluation_labels(runs: Mapping[str, Sequence[StudyRun]]) -> tuple[list[str], dict[str, list[str]]]:
-    """Every bias evaluation any run holds, and per evaluation the conditions none of whose runs hold it.
-    A condition that holds it for some runs only is refused: leaving the condition out would shrink the
-    claims family and move every Holm p; counting it with fewer seeds would pair it wrongly."""
-    held = {run.path: {p.name for p in (run.path / "bias").iterdir() if (p / "metrics.json").is_file()}
-            if (run.path / "bias").is_dir() else set() for members in runs.values() for run in members}
-    labels = sorted(set().union(*held.values()))
-    not_evaluated: dict[str, list[str]] = {}
-    for label in labels:
-        for condition, members in runs.items():
-            lacking = [run.path for run in members if label not in held[run.path]]
-            if len(lacking) == len(members):
-                not_evaluated.setdefault(label, []).append(condition)
-            elif lacking:
-                raise NerbiasError(f"{lacking[0] / 'bias' / label / 'metrics.json'}: missing, while other {condition} "
-                                   f"runs have it; rerun the job's command (it resumes and evaluates only what is "
-                                   f"missing) or move the job out of the sweep")
-    return labels, not_evaluated
-
-
 def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, baseline: str = "baseline",
               n_boot: int = STUDY_N_BOOT, census_boot: int = STUDY_CENSUS_BOOT, seed: int = 0, ddof: int = 0,
               condition_key: str = "condition", confidence: float = DEFAULT_CONFIDENCE,
@@ -587,6 +567,8 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
     # a failed write never sit beside a study.md that looks final.
     path = out / "study.md"
     path.unlink(missing_ok=True)
+    if out.is_dir():
+        remove_orphans(out)  # a killed earlier write's temporary files
     tables = {f"study_{label}.csv": frame for label, frame in frames.items()}
     for name, table in {**tables, "claims.csv": family, "paper_claims.csv": papers, "goal.csv": goal}.items():
         write_csv(out / name, table, float_format="%.17g")  # every digit: the figures are exact

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -99,6 +99,26 @@ def check_job_folder(path: Path, config: Any, condition: Any, seed: Any, seen: d
         raise NerbiasError(f"{seen[identity]} and {path}: both are condition {condition}, seed {seed}; keep one "
                            f"(the study counts each job once)")
     seen[identity] = path
+
+
+def evaluation_labels(runs: Mapping[str, Sequence[StudyRun]]) -> tuple[list[str], dict[str, list[str]]]:
+    """Every bias evaluation any run holds, and per evaluation the conditions none of whose runs hold it.
+    A condition that holds it for some runs only is refused: leaving the condition out would shrink the
+    claims family and move every Holm p; counting it with fewer seeds would pair it wrongly."""
+    held = {run.path: {p.name for p in (run.path / "bias").iterdir() if (p / "metrics.json").is_file()}
+            if (run.path / "bias").is_dir() else set() for members in runs.values() for run in members}
+    labels = sorted(set().union(*held.values()))
+    not_evaluated: dict[str, list[str]] = {}
+    for label in labels:
+        for condition, members in runs.items():
+            lacking = [run.path for run in members if label not in held[run.path]]
+            if len(lacking) == len(members):
+                not_evaluated.setdefault(label, []).append(condition)
+            elif lacking:
+                raise NerbiasError(f"{lacking[0] / 'bias' / label / 'metrics.json'}: missing, while other {condition} "
+                                   f"runs have it; rerun the job's command (it resumes and evaluates only what is "
+                                   f"missing) or move the job out of the sweep")
+    return labels, not_evaluated
 
 
 @dataclass

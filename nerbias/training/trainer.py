@@ -26,7 +26,7 @@ from nerbias.data.conll import Sentence, lowercased
 from nerbias.data.conll2003 import load_conll2003
 from nerbias.data.debias_diagnostics import DIAGNOSTICS_FILE, add_trained_stage
 from nerbias.errors import CheckpointError, Interrupted, NerbiasError
-from nerbias.fileio import atomic_write_json, code_version, config_digest, numeric_platform, write_csv
+from nerbias.fileio import atomic_write_bytes, atomic_write_json, code_version, config_digest, numeric_platform, write_csv
 from nerbias.loggers import NullLogger, model_artifact_name
 from nerbias.models.bilstm_crf import effective_model_options
 from nerbias.models.checkpoint import checkpoint_word_table, load_checkpoint, save_checkpoint
@@ -94,7 +94,11 @@ def load_data(cfg: Mapping[str, Any]) -> dict[str, list[Sentence]]:
 
 
 # Config sections that define what is trained; a resumed run must agree on all of them.
-RUN_DEFINING_KEYS = ("seed", "data", "embeddings", "model", "augment")
+RUN_DEFINING_KEYS = ("seed", "data", "embeddings", "model", "augment", "trainer")
+# trainer keys that do not shape the run: how to start, where to compute (its kind is recorded in
+# metrics.json's platforms), the scoring batch (rounding only), and where it stops: a run continued with
+# more epochs or more patience follows the same trajectory as one started with them.
+NOT_RUN_DEFINING_TRAINER_KEYS = ("resume", "device", "eval_batch_size", "max_epochs", "patience")
 
 
 def _without_targets(section: Any) -> Any:
@@ -112,7 +116,13 @@ def _run_defining(config: Mapping[str, Any], key: str) -> Any:
         section = effective_model_options(section)
     if key == "embeddings" and isinstance(section, Mapping):
         section = effective_embedding_options(section)
+    optimizer = None
+    if key == "trainer" and isinstance(section, Mapping):
+        section = {k: v for k, v in section.items() if k not in NOT_RUN_DEFINING_TRAINER_KEYS}
+        optimizer = (section.get("optimizer") or {}).get("_target_")  # which optimizer: run-defining
     section = _without_targets(section)
+    if optimizer is not None:
+        section["optimizer"]["_target_"] = optimizer
     if key == "augment":
         if not any((section or {}).get(p) for p in AUGMENT_PROBABILITIES):
             return None  # switched off, or a run saved before augmentation existed: the same training
@@ -134,12 +144,24 @@ def record_trained_table(diagnostics_path: Path, checkpoint: Path) -> None:
              trained["mean_abs_projection"], {t: c["accuracy"] for t, c in trained["classifier"].items()})
 
 
+def _first_difference(saved: Any, current: Any, where: str) -> tuple[str, Any, Any]:
+    """The first key (dotted) at which two config sections differ, and its two values (None: absent)."""
+    if isinstance(saved, Mapping) and isinstance(current, Mapping):
+        for key in sorted(set(saved) | set(current), key=str):
+            if saved.get(key) != current.get(key):
+                return _first_difference(saved.get(key), current.get(key), f"{where}.{key}")
+    return where, saved, current
+
+
 def check_same_run(saved: Mapping[str, Any], current: Mapping[str, Any], path: Path) -> None:
-    """Refuse to continue another configuration's weights (e.g. a sweep rerun in another order)."""
-    differing = [key for key in RUN_DEFINING_KEYS if _run_defining(saved, key) != _run_defining(current, key)]
-    if differing:
-        raise NerbiasError(f"{path}: was trained with a different {', '.join(differing)} than this run; "
-                           "resume only the same configuration (or start a new run directory)")
+    """Refuse to continue another configuration's weights (a sweep rerun in another order, a changed
+    learning rate): one line naming the first differing key and both values."""
+    for key in RUN_DEFINING_KEYS:
+        before, now = _run_defining(saved, key), _run_defining(current, key)
+        if before != now:
+            where, old, new = _first_difference(before, now, key)
+            raise NerbiasError(f"{path}: was trained with {where}={old!r}, this run has {where}={new!r}; resume "
+                               "only the same configuration (or start a new run directory)")
 
 
 def release_memory(collect: bool = True) -> None:
@@ -236,6 +258,7 @@ class Trainer:
         self.output_dir = Path(output_dir)
         self.checkpoint_dir = self.output_dir / "checkpoints"
         self.device = resolve_device(settings.device)
+        self._start: tuple[Path | None, dict[str, Any] | None] | None = None  # check_start's verdict
 
     def _checkpoint_payload(self, tagger: NerTagger, optimizer, epoch: int, best_f1: float, best_epoch: int,
                             bad_epochs: int, history: list, shuffle_gen: torch.Generator,
@@ -260,15 +283,16 @@ class Trainer:
         start_epoch, best_f1, best_epoch, bad_epochs, history = 0, -math.inf, -1, 0, []
         platforms: list[dict[str, Any]] = []  # each attempt's kind of processor, when it differs from the last
 
-        resume_from = self._resume_path()
-        if resume_from is None:  # a fresh run never writes over another run's checkpoints
-            taken = [p for p in (self.checkpoint_dir / "last.pt", self.checkpoint_dir / "best.pt") if p.exists()]
-            if taken and not self._own_lone_best(taken):
-                raise NerbiasError(f"{self.output_dir} holds another run's checkpoint ({taken[0].name}): resume it "
-                                   "with trainer.resume=true, or choose a new hydra.run.dir")
+        if self._start is None:
+            self.check_start()
+        resume_from, payload = self._start
+        self._start = None  # the payload's tensors are the tagger's now
+        foreign_best = self._foreign_best(resume_from) if resume_from is not None else None
+        if foreign_best is not None and not (self.checkpoint_dir / "best.pt").is_file():
+            # continuing another run in a new folder: its best epoch so far comes along, so the run is whole
+            # whether or not a later epoch improves on it
+            atomic_write_bytes(self.checkpoint_dir / "best.pt", foreign_best.read_bytes())
         if resume_from is not None:
-            payload = load_checkpoint(resume_from)
-            check_same_run(payload.get("config") or {}, self.run_config, resume_from)
             tagger = NerTagger.from_state(payload, source=str(resume_from)).to(self.device)
         else:
             tagger, names = self.new_tagger(data["train"])
@@ -372,9 +396,34 @@ class Trainer:
 
             epoch = None  # training is over: the best checkpoint is scored
             return self.finish(data, history, logger, platforms)
-        except KeyboardInterrupt:  # Ctrl-C: every checkpoint on disk is whole (atomic writes)
+        except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: every checkpoint on disk is whole (atomic writes)
             where = f"at epoch {epoch + 1}" if epoch is not None else "while scoring the best checkpoint"
-            raise Interrupted(f"interrupted {where}; resume with trainer.resume=true") from None
+            raise Interrupted.by(stop, where, "; resume with trainer.resume=true") from None
+
+    def check_start(self) -> None:
+        """Every refusal a start can meet, before the task writes anything into the run directory: a fresh
+        run over another run's checkpoints, a resume of another configuration. Keeps the checkpoint to
+        resume from for ``fit``."""
+        resume_from = self._resume_path()
+        payload = None
+        if resume_from is None:  # a fresh run never writes over another run's checkpoints
+            taken = [p for p in (self.checkpoint_dir / "last.pt", self.checkpoint_dir / "best.pt") if p.exists()]
+            if taken and not self._own_lone_best(taken):
+                raise NerbiasError(f"{self.output_dir} holds another run's checkpoint ({taken[0].name}): resume it "
+                                   "with trainer.resume=true, or choose a new hydra.run.dir")
+        else:
+            payload = load_checkpoint(resume_from)
+            check_same_run(payload.get("config") or {}, self.run_config, resume_from)
+            if self._foreign_best(resume_from) is None and not (self.checkpoint_dir / "best.pt").is_file():
+                raise NerbiasError(f"{resume_from}: no best.pt beside it, and this run has none: the best epoch so "
+                                   "far would be lost; resume from a last.pt whose run folder holds its best.pt")
+        self._start = (resume_from, payload)
+
+    def _foreign_best(self, resume_from: Path) -> Path | None:
+        """The best.pt of another run whose last.pt this run continues (``trainer.resume=<path>``), if any."""
+        best = resume_from.parent / "best.pt"
+        same = resume_from.parent.resolve() == self.checkpoint_dir.resolve()
+        return best if not same and best.is_file() else None
 
     def _own_lone_best(self, taken: Sequence[Path]) -> bool:
         """True for ``trainer.resume=true`` over a ``best.pt`` without ``last.pt``: the first epoch writes

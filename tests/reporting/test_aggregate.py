@@ -14,6 +14,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from helpers import CONFIGS, ROOT, compose_config, make_tiny_conll, run_script, tiny_train_overrides
+from nerbias.reporting import aggregate as aggregate_module
 from nerbias.reporting.aggregate import main as aggregate_main
 
 # One torch thread per job: two jobs share two cores; the default thread count makes them crawl.
@@ -273,3 +274,37 @@ def test_aggregate_refuses_a_run_copied_under_another_name_and_one_seed_twice(tm
     assert aggregate_main([str(sweep_dir), str(other)]) == 2
     assert "one configuration's seed in two runs (each run counts once; keep one): " in capsys.readouterr().err
     assert not (tmp_path / "aggregate.md").exists()
+
+
+def test_a_rerun_leaves_no_temporary_file_and_never_an_old_table_beside_a_new_one(tmp_path, capsys):
+    sweep_dir = tmp_path / "sweep"
+    write_run(sweep_dir / "0", {"seed": 1}, ["seed=1"], {"test_f1": 0.9})
+    (sweep_dir / ".aggregate.csv.killed.tmp").write_text("half")  # a kill during the last write
+    (sweep_dir / "aggregate.md").write_text("an older run's table")
+    real = aggregate_module.write_aggregate_csv
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    aggregate_module.write_aggregate_csv = killed
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            aggregate_module.run([sweep_dir])
+    finally:
+        aggregate_module.write_aggregate_csv = real
+    assert not (sweep_dir / "aggregate.md").exists()  # the old table went first
+    assert aggregate_main([str(sweep_dir)]) == 0
+    assert sorted(p.name for p in sweep_dir.iterdir() if p.is_file()) == ["aggregate.csv", "aggregate.md"]
+
+
+def test_a_refused_rerun_with_another_seed_does_not_change_what_aggregate_reports(tmp_path, capsys):
+    sweep_dir = tmp_path / "sweep"
+    run_dir = write_run(sweep_dir / "0", {"seed": 42, "trainer": {"optimizer": {"lr": 0.001}}},
+                        ["seed=42", "trainer.optimizer.lr=0.001"], {"test_f1": 0.9})
+    (run_dir / "config_resolved.yaml").write_text(yaml.safe_dump({"seed": 42, "trainer": {"optimizer": {"lr": 0.001}}}))
+    # what Hydra writes for a refused `train.py ... seed=7 trainer.optimizer.lr=0.01` before the task runs
+    (run_dir / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"seed": 7, "trainer": {"optimizer": {"lr": 0.01}}}))
+    (run_dir / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(["seed=7", "trainer.optimizer.lr=0.01"]))
+    assert aggregate_main([str(sweep_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "seed 42" in out and "seed 7" not in out and "0.01" not in out

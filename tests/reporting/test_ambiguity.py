@@ -134,6 +134,7 @@ def test_packaged_probes_have_both_contexts_and_every_name_fills_every_template(
     ("context\tsentence\nanimal\t{X} barked .\nplace\tIn {X} .\n", "context"),
     ("context\tsentence\nperson\t{X} said so .\n", "no place template"),
     ("ctx\tsentence\n", "header"),
+    ("context\tsentence\nperson\t$NAME met {X} .\nplace\tIn {X} .\n", r":3: \$NAME in .*the name's slot is written \{X\}"),
 ])
 def test_bad_probe_files_name_the_line(tmp_path, body, message):
     path = tmp_path / "probes.tsv"

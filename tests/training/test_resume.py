@@ -5,6 +5,7 @@ trainer.resume=true ends with the uninterrupted run's metrics."""
 from __future__ import annotations
 
 import errno
+import re
 import json
 import os
 import shutil
@@ -96,7 +97,7 @@ def test_a_lone_best_pt_needs_resume_and_must_be_this_configurations(reference, 
     with pytest.raises(NerbiasError, match=r"holds another run's checkpoint \(best\.pt\): resume it with "
                                            r"trainer\.resume=true"):
         train(data_dir, out)
-    with pytest.raises(NerbiasError, match=r"best\.pt: was trained with a different seed than this run"):
+    with pytest.raises(NerbiasError, match=r"best\.pt: was trained with seed=42, this run has seed=7"):
         train(data_dir, out, ["trainer.resume=true", "seed=7"])
 
 
@@ -139,6 +140,76 @@ def test_a_failed_write_of_the_temporary_file_is_the_same_sentence(tmp_path):
         with pytest.raises(NerbiasError, match=r"x\.pt: cannot write: no space left on device$"):
             checkpoint.save_checkpoint(tmp_path / "x.pt", {})
     assert list(tmp_path.iterdir()) == []
+
+
+def test_torchs_own_error_for_a_disk_that_fills_mid_write_is_one_sentence(tmp_path):
+    def fills_while_seeking(*args, **kwargs):
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 3456 vs 3392")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(checkpoint.torch, "save", fills_while_seeking)
+        with pytest.raises(NerbiasError, match=r"x\.pt: cannot write: the write stopped part-way \(is the disk full\?\); "
+                                               r"torch said: \[enforce fail at inline_container.cc:672\]"):
+            checkpoint.save_checkpoint(tmp_path / "x.pt", {})
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_disk_full_mid_write_at_epoch_2_is_one_line_and_the_rerun_ends_as_an_uninterrupted_run(
+        reference, tmp_path, monkeypatch, capsys):
+    data_dir, expected = reference
+    out = tmp_path / "run"
+    real_save = checkpoint.torch.save
+    writes = []
+
+    def full_at_the_third_write(obj, handle, *args, **kwargs):  # epoch 1: best.pt, last.pt; epoch 2: best.pt
+        writes.append(handle.name)
+        if len(writes) == 3:
+            handle.write(b"PK\x03\x04 part of a file")
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 3456 vs 3392")
+        return real_save(obj, handle, *args, **kwargs)
+
+    monkeypatch.setattr(checkpoint.torch, "save", full_at_the_third_write)
+    cfg = compose_config("train", tiny_train_overrides(data_dir) + [f"paths.output_dir={out}"])
+    with pytest.raises(SystemExit) as stopped:
+        run_or_exit(run_training, cfg, out, log_name="train")
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    last = err.rstrip("\n").splitlines()[-1]
+    assert last.startswith(f"error: {out / 'checkpoints'}/") and "cannot write: the write stopped part-way" in last
+    assert last.endswith("(epoch 2 is not saved; once it can be written, rerun with trainer.resume=true)")
+    assert "Traceback" not in err
+    assert not [p for p in (out / "checkpoints").iterdir() if p.name.endswith(".tmp")]
+    monkeypatch.undo()  # space freed
+    train(data_dir, out, ["trainer.resume=true"])
+    assert saved(out) == expected
+
+
+@pytest.mark.slow
+def test_sigterm_to_a_training_process_is_one_line_exit_143_and_the_run_resumes(reference, tmp_path):
+    data_dir, _ = reference
+    uninterrupted = run_script("train.py", tiny_train_overrides(data_dir) + [f"hydra.run.dir={tmp_path / 'whole'}"])
+    assert uninterrupted.returncode == 0, uninterrupted.stderr[-2000:]  # a process like the one stopped (threads)
+    run_dir = tmp_path / "run"
+    args = tiny_train_overrides(data_dir) + [f"hydra.run.dir={run_dir}"]
+    process = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *args], cwd=ROOT, text=True,
+                               env={**os.environ, "WANDB_MODE": "disabled"}, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
+    deadline = time.time() + 300
+    while not (run_dir / "checkpoints" / "last.pt").exists() and process.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=120)
+    if process.returncode == 0:
+        pytest.skip("the run finished before the signal landed")
+    assert process.returncode == 143, err[-2000:]
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in err
+    assert lines[0].startswith("error: terminated ") and lines[0].endswith("; resume with trainer.resume=true")
+    assert not [p for p in (run_dir / "checkpoints").iterdir() if p.name.endswith(".tmp")]
+    resumed = run_script("train.py", args + ["trainer.resume=true"])
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert saved(run_dir) == saved(tmp_path / "whole")
 
 
 @pytest.mark.slow
@@ -212,3 +283,35 @@ def test_a_read_only_run_directory_is_one_line_before_hydra_writes_anything(tiny
     assert result.stderr.strip().startswith(f"error: {folder}: cannot write: ")
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert list(folder.iterdir()) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("override", ["trainer.optimizer.lr=0.01", "trainer.batch_size=3", "trainer.grad_clip=1.5",
+                                      "trainer.lr_decay=0.05", "trainer.embedding_lr=0.01",
+                                      "trainer.optimizer._target_=torch.optim.AdamW"])
+def test_a_resume_with_another_trainer_setting_is_refused_by_key_and_writes_nothing(reference, tmp_path, override):
+    data_dir, _ = reference
+    out = tmp_path / "run"
+    train(data_dir, out, ["trainer.max_epochs=1"])
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    key, value = override.split("=")
+    with pytest.raises(NerbiasError, match=rf"last\.pt: was trained with {re.escape(key)}=.*, this run has "
+                                           rf"{re.escape(key)}='?{re.escape(value)}'?;"):
+        train(data_dir, out, ["trainer.max_epochs=1", "trainer.resume=true", override])
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.slow
+def test_continuing_another_runs_last_pt_in_a_new_folder_keeps_its_best_epoch(reference, tmp_path):
+    data_dir, _ = reference
+    first = tmp_path / "first"
+    train(data_dir, first, ["trainer.max_epochs=1"])
+    second = tmp_path / "second"  # one more epoch, which may or may not improve on the first
+    metrics = train(data_dir, second, [f"trainer.resume={first / 'checkpoints' / 'last.pt'}"])
+    assert (second / "checkpoints" / "best.pt").is_file() and metrics["epochs"] == 2
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    shutil.copy(first / "checkpoints" / "last.pt", lone / "last.pt")
+    with pytest.raises(NerbiasError, match=r"lone/last\.pt: no best\.pt beside it"):
+        train(data_dir, tmp_path / "third", [f"trainer.resume={lone / 'last.pt'}"])
+    assert not (tmp_path / "third" / "config_resolved.yaml").exists()

@@ -142,7 +142,7 @@ def test_resuming_refuses_a_checkpoint_of_another_configuration(tiny_trained_run
 
     out = tmp_path / "run"
     shutil.copytree(tiny_trained_run.run_dir, out)  # resuming writes into the run: a copy, not the shared one
-    with pytest.raises(NerbiasError, match="different seed"):
+    with pytest.raises(NerbiasError, match="was trained with seed=42, this run has seed=7"):
         train_in_process(tiny_trained_run.data_dir, out, ["trainer.resume=true", "seed=7"])
 
 
