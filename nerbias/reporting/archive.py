@@ -233,7 +233,7 @@ def packed_from(archive_job: Path) -> Path | None:
 
 def check_archive_jobs(archive_dir: Path, jobs: list[Path]) -> None:
     """Refuse what would make a job count twice or count unverified: a folder that holds a run but no
-    manifest, and two folders with the same manifest (one job copied under a second name)."""
+    manifest, a job in a folder other than the one it ran in, two folders with the same manifest."""
     for folder in sorted(p for p in archive_dir.iterdir() if p.is_dir() and p not in jobs):
         if (folder / RESOLVED_CONFIG).is_file() or (folder / "metrics.json").is_file():
             raise NerbiasError(f"{folder}: a job without its {MANIFEST}, so its files cannot be checked; pack it "
@@ -241,6 +241,10 @@ def check_archive_jobs(archive_dir: Path, jobs: list[Path]) -> None:
                                f"of {archive_dir}")
     seen: dict[str, Path] = {}
     for job in jobs:
+        origin = packed_from(job)
+        if origin is not None and origin.name != job.name:
+            raise NerbiasError(f"{job}: its config says it ran in {origin}; a job copied or renamed would count twice "
+                               f"or as another seed: name it {origin.name} again or move it out of {archive_dir}")
         manifest = (job / MANIFEST).read_text(encoding="utf-8")
         if manifest in seen:
             raise NerbiasError(f"{seen[manifest]} and {job}: the same job packed twice (identical {MANIFEST}); "

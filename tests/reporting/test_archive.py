@@ -127,3 +127,13 @@ def test_a_job_without_its_manifest_or_packed_twice_is_refused(tmp_path):
     with pytest.raises(NerbiasError, match=r"baseline-seed2: a job without its MANIFEST.sha256"):
         unpack(tmp_path / "archive", tmp_path / "restored")
     assert not (tmp_path / "restored").exists()
+
+
+def test_an_archived_job_renamed_is_refused_before_anything_is_restored(tmp_path):
+    job = _sweep(tmp_path / "sweep")
+    _write(job / "config_resolved.yaml", f"seed: 1\npaths:\n  output_dir: {job}\n")
+    pack(tmp_path / "sweep", tmp_path / "archive")
+    (tmp_path / "archive" / "baseline-seed1").rename(tmp_path / "archive" / "baseline-seed6")
+    with pytest.raises(NerbiasError, match=r"baseline-seed6: its config says it ran in .*baseline-seed1; a job copied"):
+        unpack(tmp_path / "archive", tmp_path / "restored", check_origin=False)
+    assert not (tmp_path / "restored").exists()
