@@ -183,7 +183,8 @@ def main() -> None:
     for name in ("batching (encode, pad)", "forward embedder.words", "forward embedder.chars",
                  "forward BiLSTM (dropout, kernel, padding)", "forward projection", "forward crf",
                  "forward other (word dropout, cat, loss)", "backward CRF", "backward projection",
-                 "backward BiLSTM (dropout, kernel, padding)", "backward embedder (char encoder, word rows)", "gradient-norm clipping",
+                 "backward BiLSTM (dropout, kernel, padding)", "backward embedder (char encoder, word rows)",
+                 "gradient-norm clipping",
                  "dense optimizer step", "sparse word-table step"):
         value = seconds.get(name, 0.0) / args.epochs
         alone = len(sentences) / value if value > 0 else math.inf
@@ -210,7 +211,8 @@ def main() -> None:
     print(f"# floor: {3 * (lstm + chars + projection) / 1e6:.2f} MMAC a token (LSTM {lstm / 1e6:.2f}, characters "
           f"{chars / 1e6:.2f}, projection {projection / 1e6:.3f}, x3 for backward) = {macs / 1e9:.2f} GMAC an epoch")
     floor = 2 * macs / (peak * 1e9)
-    print(f"# at {peak:.0f} GFLOP/s fp32 peak{assumed}: floor {floor:.2f} s an epoch; reached {floor / epoch_seconds:.1%} "
+    print(f"# at {peak:.0f} GFLOP/s fp32 peak{assumed}: floor {floor:.2f} s an epoch; "
+          f"reached {floor / epoch_seconds:.1%} "
           f"of it ({2 * macs / epoch_seconds / 1e9:.1f} GFLOP/s)")
     if args.dev_sentences:
         dev = conll_sentences("dev", args.dev_sentences)

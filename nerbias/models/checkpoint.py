@@ -82,8 +82,8 @@ def _reason(error: Exception) -> str:
     torch's detail only: its advice to load with ``weights_only=False`` must never reach a user."""
     text = " ".join(re.sub(r"\x1b\[[0-9;]*m", "", str(error)).split())
     if isinstance(error, pickle.UnpicklingError) or "weights_only" in text or "Weights only" in text:
-        detail = re.search(r"Unsupported global: GLOBAL \S+[^.]*\.|Unsupported operand \d+|\S+ was not an allowed global[^.]*\.",
-                           text)
+        detail = re.search(r"Unsupported global: GLOBAL \S+[^.]*\.|Unsupported operand \d+"
+                           r"|\S+ was not an allowed global[^.]*\.", text)
         return ("it holds a pickled object that weights_only loading refuses: "
                 + (detail.group(0) if detail else "something other than tensors and plain containers"))
     return text

@@ -113,21 +113,19 @@ def _settings(run_dir: Path) -> tuple[dict[str, Any], dict[str, str], str | None
     from ``.hydra/overrides.yaml``; their values and the seed from the run's own record
     (``config_resolved.yaml``, written when it started), when it has one: a later command that was
     refused (another seed, another learning rate) rewrote ``.hydra/`` before any check could run, never it."""
-    config = saved_config(run_dir)
-    recorded = saved_config(run_dir, resolve=True) if (run_dir / RESOLVED_CONFIG).is_file() else config
+    config = saved_config(run_dir, resolve=(run_dir / RESOLVED_CONFIG).is_file())
     overrides = saved_overrides(run_dir)
     settings = {}
     for key in ALWAYS_SHOWN:
-        value = select(recorded, key)
+        value = select(config, key)
         if value is not None:
             settings[key] = value_text(value)
     for key, value in overrides.items():
         group_choice_shown = any(shown.startswith(f"{key}.") for shown in settings)  # embeddings= vs .kind
         if key != REPLICATE_KEY and not _ignored(key) and not group_choice_shown:
-            value_there = select(recorded, key)
+            value_there = select(config, key)
             scalar = value_there is not None and not isinstance(value_there, (dict, list))
             settings[key] = value_text(value_there) if scalar else value
-    config = recorded
     seed = select(config, REPLICATE_KEY)
     return config, settings, None if seed is None else value_text(seed), overrides
 

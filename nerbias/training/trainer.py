@@ -26,7 +26,8 @@ from nerbias.data.conll import Sentence, lowercased
 from nerbias.data.conll2003 import load_conll2003
 from nerbias.data.debias_diagnostics import DIAGNOSTICS_FILE, add_trained_stage
 from nerbias.errors import CheckpointError, Interrupted, NerbiasError
-from nerbias.fileio import atomic_write_bytes, atomic_write_json, code_version, config_digest, numeric_platform, write_csv
+from nerbias.fileio import (atomic_write_bytes, atomic_write_json, code_version, config_digest, numeric_platform,
+                            write_csv)
 from nerbias.loggers import NullLogger, model_artifact_name
 from nerbias.models.bilstm_crf import effective_model_options
 from nerbias.models.checkpoint import checkpoint_word_table, load_checkpoint, save_checkpoint
