@@ -8,4 +8,5 @@ cd "$(dirname "$0")/.."
 NERBIAS_EXTRAS="${NERBIAS_EXTRAS-flair}" bash scripts/setup.sh   # the flair extra too: its adapter's tests run
 export WANDB_MODE="${WANDB_MODE:-disabled}"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
+export NERBIAS_WORKERS="${NERBIAS_WORKERS:-1}"  # the study's own processes: xdist has the cores
 exec .venv/bin/python -m pytest -q -n "${NERBIAS_TEST_WORKERS:-auto}" --dist loadfile "$@"

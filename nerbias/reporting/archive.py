@@ -19,6 +19,7 @@ import json
 import logging
 import lzma
 import shutil
+from itertools import repeat
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -26,8 +27,9 @@ import yaml
 from hydra.experimental.callback import Callback
 
 from nerbias.errors import NerbiasError
-from nerbias.fileio import RESOLVED_CONFIG, atomic_write_bytes
+from nerbias.fileio import RESOLVED_CONFIG
 from nerbias.reporting.runs import recorded_run_dir
+from nerbias.reporting.workers import map_in_processes
 
 log = logging.getLogger(__name__)
 
@@ -105,10 +107,11 @@ def long_labels(wide: bytes) -> bytes:
     """The inverse of ``wide_labels``."""
     header, *rows = wide.decode("utf-8").split("\n")[:-1]
     templates = header.split(",")[1:]
-    split = [row.rsplit(",", len(templates)) for row in rows]
-    lines = [LONG_LABELS_HEADER] + [f"{cells[0]},{template},{cells[1 + k]}" for k, template in enumerate(templates)
-                                    for cells in split]
-    return ("\n".join(lines) + "\n").encode("utf-8")
+    if not rows:
+        return (LONG_LABELS_HEADER + "\n").encode("utf-8")
+    name, *labels = zip(*(row.rsplit(",", len(templates)) for row in rows))
+    blocks = ["\n".join(map(",".join, zip(name, repeat(template), column))) for template, column in zip(templates, labels)]
+    return "\n".join([LONG_LABELS_HEADER, *blocks]).encode("utf-8") + b"\n"
 
 
 def _stored_form(relative: Path, data: bytes) -> tuple[str, bytes]:
@@ -252,12 +255,20 @@ def check_archive_jobs(archive_dir: Path, jobs: list[Path]) -> None:
         seen[manifest] = job
 
 
+def _restore_job(archive_job: Path, target: Path) -> None:
+    """Every file of one packed job, checked against its manifest, written under ``target``."""
+    for digest, relative in _manifest(archive_job):
+        path = target / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(stored_bytes(archive_job, relative, digest))
+
+
 def unpack(archive_dir: str | Path, sweep_dir: str | Path, check_origin: bool = True) -> list[str]:
     """Restore the packed jobs that ``sweep_dir`` lacks; returns their names. A job folder already in
     ``sweep_dir`` is left as it is (it may be further on than its packed copy). With ``check_origin``,
     every job must go back to the folder it ran in: its bias evaluations' saved configs name its
     checkpoint by that path, so elsewhere a rerun would not recognise it as finished and would train it
-    again. Everything is checked before anything is written."""
+    again. Everything is checked before anything is written there."""
     archive_dir, sweep_dir = Path(archive_dir), Path(sweep_dir)
     jobs = sorted(p for p in archive_dir.iterdir() if (p / MANIFEST).is_file()) if archive_dir.is_dir() else []
     if not jobs:
@@ -269,12 +280,19 @@ def unpack(archive_dir: str | Path, sweep_dir: str | Path, check_origin: bool = 
         if origin is not None and origin.resolve() != (sweep_dir / archive_job.name).resolve():
             raise NerbiasError(f"{archive_job}: ran in {origin}; unpack it into {origin.parent} (a job restored "
                                "elsewhere is not recognised as finished and would be trained again)")
-        for digest, relative in _manifest(archive_job):
-            stored_bytes(archive_job, relative, digest)
-    for archive_job in missing:
-        for digest, relative in _manifest(archive_job):
-            atomic_write_bytes(sweep_dir / archive_job.name / relative, stored_bytes(archive_job, relative, digest))
-        log.info("restored %s", archive_job.name)
+    # Each job is checked and written into a staging folder beside the sweep directory, on every core; only
+    # when all of them are whole do they move into it.
+    staging = sweep_dir.with_name(f".{sweep_dir.name}.unpacking")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        map_in_processes(_restore_job, [(job, staging / job.name) for job in missing])
+        if missing:
+            sweep_dir.mkdir(parents=True, exist_ok=True)
+        for archive_job in missing:
+            (staging / archive_job.name).replace(sweep_dir / archive_job.name)
+            log.info("restored %s", archive_job.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     kept = sorted(set(jobs) - set(missing))
     if kept:
         log.info("left as they are (already in %s): %s", sweep_dir, ", ".join(job.name for job in kept))

@@ -96,13 +96,48 @@ def inflate(point: float, replicates: np.ndarray, names: int) -> np.ndarray:
     return point + small_sample_factor(names) * (np.asarray(replicates, dtype=np.float64) - point)
 
 
-def ratio_statistic(rec: np.ndarray, sen: np.ndarray, idx: np.ndarray, drawn: np.ndarray, seeds: tuple[int, ...],
-                     names: int, bounds: tuple[float, float] = (0.0, 1.0)) -> Statistic:
+class DrawnNames:
+    """The names each bootstrap replicate draws (``indices``: B x m positions in a table's names), kept also
+    as how often each distinct name is drawn (``counts``: names x B): a sum over the drawn names is then one
+    BLAS product, (seeds x names) @ (names x B), instead of a (seeds x B x m) gather. Sums of counts are
+    exact either way; other values agree to rounding."""
+
+    def __init__(self, indices: np.ndarray):
+        self.indices = np.asarray(indices)
+        self.names, inverse = np.unique(self.indices, return_inverse=True)
+        replicates_, distinct = self.indices.shape[0], len(self.names)
+        flat = inverse.reshape(replicates_, -1) + (np.arange(replicates_) * distinct)[:, None]
+        self.counts = np.ascontiguousarray(
+            np.bincount(flat.ravel(), minlength=replicates_ * distinct).reshape(replicates_, distinct).T,
+            dtype=np.float64)
+
+    @classmethod
+    def joined(cls, parts: Sequence["DrawnNames"]) -> "DrawnNames":
+        """The draws of several disjoint pools side by side (a replicate draws from each)."""
+        joined = cls.__new__(cls)
+        joined.indices = np.concatenate([part.indices for part in parts], axis=1)
+        joined.names = np.concatenate([part.names for part in parts])
+        if len(np.unique(joined.names)) != len(joined.names):
+            return cls(joined.indices)
+        joined.counts = np.vstack([part.counts for part in parts])
+        return joined
+
+    def sum(self, values: np.ndarray) -> np.ndarray:
+        """(seeds, B): each replicate's sum of (seeds x names) ``values`` over its drawn names."""
+        picked = values[:, self.names]
+        if not np.isfinite(picked).all():  # a name without a value must not reach replicates that skip it
+            return values[:, self.indices].sum(-1)
+        return picked @ self.counts
+
+
+def ratio_statistic(rec: np.ndarray, sen: np.ndarray, idx: np.ndarray, drawn: np.ndarray | DrawnNames,
+                     seeds: tuple[int, ...], names: int, bounds: tuple[float, float] = (0.0, 1.0)) -> Statistic:
     """Slot-weighted ratio (accuracy, recall) of the names ``idx`` per seed, from (seeds x names) counts
-    ``rec`` / ``sen``; its names part from each replicate's ``drawn`` names (B x names)."""
+    ``rec`` / ``sen``; its names part from each replicate's ``drawn`` names (B x names, or ``DrawnNames``)."""
+    drawn = drawn if isinstance(drawn, DrawnNames) else DrawnNames(drawn)
     per_seed = rec[:, idx].sum(1) / sen[:, idx].sum(1)
     point = float(per_seed.mean())
-    resampled = (rec[:, drawn].sum(-1) / sen[:, drawn].sum(-1)).mean(0)   # (B,): every seed on the drawn names
+    resampled = (drawn.sum(rec) / drawn.sum(sen)).mean(0)   # (B,): every seed on the drawn names
     with np.errstate(invalid="ignore", divide="ignore"):
         name_values = rec[:, idx] / sen[:, idx]
     return Statistic(point, seeds, per_seed, inflate(point, resampled, names), names, bounds, name_values)
@@ -373,11 +408,12 @@ def noise_floor(recognised: np.ndarray, sentences: np.ndarray, groups: Sequence[
     rng = np.random.default_rng([seed, 104729])
     every = np.concatenate(groups)
     sizes = np.cumsum([len(g) for g in groups])[:-1]
-    permuted = np.argsort(rng.random((n_permutations, len(every))), axis=1)
-    gaps = np.empty(n_permutations)
-    for i, order in enumerate(permuted):
-        shuffled = np.split(every[order], sizes)
-        gaps[i] = gap_of(group_accuracies(recognised, sentences, shuffled))
+    permuted = every[np.argsort(rng.random((n_permutations, len(every))), axis=1)]   # (permutations, names)
+    starts = np.concatenate([[0], sizes])
+    # every permutation at once: (..., seeds, permutations, groups) sums of each permuted group's names
+    recognised_sums = np.add.reduceat(recognised[..., permuted], starts, axis=-1)
+    sentence_sums = np.add.reduceat(sentences[..., permuted], starts, axis=-1)
+    gaps = gap_of((recognised_sums / sentence_sums).mean(-3))
     observed = float(gap_of(group_accuracies(recognised, sentences, groups)))
     return {"floor_mean": float(gaps.mean()), "floor_p95": float(np.quantile(gaps, 0.95)),
             "floor_p": float((1 + np.sum(gaps >= observed - 1e-12)) / (1 + n_permutations))}
@@ -390,7 +426,7 @@ def t_interval(values: Sequence[float], confidence: float) -> tuple[float, float
     return float(values.mean() - half), float(values.mean() + half)
 
 
-__all__ = ["COVERS_BOTH", "COVERS_NAMES", "COVERS_SEEDS", "COVERS_THESE_NAMES", "Interval", "NO_INTERVAL", "MONTE_CARLO_LEVEL", "ONE_SEED", "SeedNoise",
+__all__ = ["COVERS_BOTH", "COVERS_NAMES", "COVERS_SEEDS", "COVERS_THESE_NAMES", "DrawnNames", "Interval", "NO_INTERVAL", "MONTE_CARLO_LEVEL", "ONE_SEED", "SeedNoise",
            "Statistic", "bias_corrected", "difference_covers", "difference_replicates", "gap_interval", "gap_of",
            "group_accuracies", "inflate", "monte_carlo_p_bounds", "noise_floor", "ratio_statistic", "replicates",
            "replicates_to_resolve", "seed_only_interval", "small_sample_factor", "t_interval", "welch_df"]

@@ -55,13 +55,14 @@ from nerbias.reporting.study_runs import (CONLL_METRICS, NAME_CORPORA, RACE_GAP_
                                           race_gap_metric, seed_ids)
 from nerbias.reporting.tables import markdown_table
 from nerbias.reporting.group_effects import MIN_NAMES, group_effect_test
-from nerbias.reporting.intervals import (COVERS_BOTH, COVERS_NAMES, COVERS_SEEDS, COVERS_THESE_NAMES,
+from nerbias.reporting.intervals import (COVERS_BOTH, COVERS_NAMES, COVERS_SEEDS, COVERS_THESE_NAMES, DrawnNames,
                                          MONTE_CARLO_LEVEL, NO_INTERVAL, ONE_SEED, Interval,
                                          SeedNoise, Statistic, difference_covers, difference_replicates, gap_interval,
                                          inflate, monte_carlo_p_bounds, noise_floor, ratio_statistic, replicates,
                                          replicates_to_resolve, seed_only_interval)
 from nerbias.reporting.options import STUDY_CENSUS_BOOT, STUDY_N_BOOT
 from nerbias.reporting.uncertainty import DEFAULT_CONFIDENCE, NameTable, holm_with_bounds, split_group
+from nerbias.reporting.workers import map_in_processes
 
 log = logging.getLogger(__name__)
 
@@ -75,13 +76,14 @@ def _between(first: Statistic, second: Statistic, size: int) -> Statistic:
                      first.name_replicates - second.name_replicates, size, (-1.0, 1.0))
 
 
-def _name_statistics(table: NameTable, members: dict[str, np.ndarray], draws: dict[str, np.ndarray],
+def _name_statistics(table: NameTable, members: dict[str, np.ndarray], draws: dict[str, DrawnNames],
                      seeds: tuple[int, ...], ddof: int, floor_permutations: int, seed: int) -> Figures:
     """Group accuracies, ALL, female and male and their gap, White - each other race, OOV and the
     median-confidence spread of one condition."""
     out = Figures(groups=list(members))
     rec, sen = table.recognised, table.sentences                       # (S, N)
     size = int(min(len(idx) for idx in members.values()))               # names per group, for the small-sample factor
+    every, all_draws = np.concatenate(list(members.values())), DrawnNames.joined(list(draws.values()))
     pooled: dict[str, list[str]] = {"ALL": list(members), "Female": [], "Male": []}
     for group, idx in members.items():
         out.add(group, ratio_statistic(rec, sen, idx, draws[group], seeds, len(idx)))
@@ -91,8 +93,7 @@ def _name_statistics(table: NameTable, members: dict[str, np.ndarray], draws: di
     for key, groups in pooled.items():
         if groups:
             idx = np.concatenate([members[g] for g in groups])
-            drawn = np.concatenate([draws[g] for g in groups], axis=1)
-            out.add(key, ratio_statistic(rec, sen, idx, drawn, seeds, size))
+            out.add(key, ratio_statistic(rec, sen, idx, DrawnNames.joined([draws[g] for g in groups]), seeds, size))
     if "Female" in out.statistics and "Male" in out.statistics:
         out.add("female_male_gap", _between(out.statistics["Female"], out.statistics["Male"], size))
     race_of = {group: split_group(group)[0] for group in members}
@@ -100,7 +101,7 @@ def _name_statistics(table: NameTable, members: dict[str, np.ndarray], draws: di
     if REFERENCE_RACE in races:  # Mishra et al.'s "White names are recognised best": the reference against each race
         pools = {race: [g for g in members if race_of[g] == race] for race in sorted(races)}
         statistics = {race: ratio_statistic(rec, sen, np.concatenate([members[g] for g in groups]),
-                                            np.concatenate([draws[g] for g in groups], axis=1), seeds, size)
+                                            DrawnNames.joined([draws[g] for g in groups]), seeds, size)
                       for race, groups in pools.items()}
         for race in sorted(races - {REFERENCE_RACE}):
             out.add(race_gap_metric(race), _between(statistics[REFERENCE_RACE], statistics[race], size))
@@ -108,10 +109,9 @@ def _name_statistics(table: NameTable, members: dict[str, np.ndarray], draws: di
         # mean P(PER) minus accuracy, slot-weighted: every slot is a person, so this is the calibration gap
         excess = table.values(PERSON_PROBABILITY) * sen - rec
         for group, idx in {**members, "ALL": np.concatenate(list(members.values()))}.items():
-            drawn = draws[group] if group in draws else np.concatenate([draws[g] for g in members], axis=1)
+            drawn = draws[group] if group in draws else all_draws
             out.add(CALIBRATION_PREFIX + group, ratio_statistic(excess, sen, idx, drawn, seeds,
                                                                  len(idx) if group in members else size, (-1.0, 1.0)))
-    every, all_draws = np.concatenate(list(members.values())), np.concatenate([draws[g] for g in members], axis=1)
     place = place_recall_statistic(table, every, all_draws, seeds, size)
     if place is not None:
         out.add(PLACE_RECALL, place)
@@ -140,7 +140,7 @@ def _name_statistics(table: NameTable, members: dict[str, np.ndarray], draws: di
             by_name = np.nanmean(medians, axis=0)
             point = float(np.nanstd(by_name[every], ddof=ddof))
             per_seed = np.nanstd(medians[:, every], axis=1, ddof=ddof)
-            resampled = np.nanstd(by_name[all_draws], axis=1, ddof=ddof)
+            resampled = np.nanstd(by_name[all_draws.indices], axis=1, ddof=ddof)
         if np.isfinite(point) and np.isfinite(per_seed).all():
             out.add("median_confidence_std", Statistic(point, seeds, per_seed, inflate(point, resampled, size), size))
     return out
@@ -155,7 +155,7 @@ def names_corpus_figures(tables: dict[str, NameTable], n_boot: int, seed: int, d
     groups = list(dict.fromkeys(first.groups))
     members = {g: np.flatnonzero(np.asarray(first.groups, dtype=object) == g) for g in groups}
     rng = np.random.default_rng(seed)
-    draws = {g: idx[rng.integers(0, len(idx), size=(n_boot, len(idx)))] for g, idx in members.items()}
+    draws = {g: DrawnNames(idx[rng.integers(0, len(idx), size=(n_boot, len(idx)))]) for g, idx in members.items()}
     out = {}
     for condition, table in tables.items():
         out[condition] = _name_statistics(table, members, draws, seed_ids(runs[condition]), ddof,
@@ -472,6 +472,30 @@ def replicate_resolution(family: pd.DataFrame, replicate_counts: Mapping[str, in
     return [text, ""]
 
 
+def corpus_frames(label: str, complete: dict[str, list[StudyRun]], baseline: str, n_boot: int, census_boot: int,
+                  seed: int, ddof: int, confidence: float, floor_permutations: int, profile: pd.DataFrame | None,
+                  ambiguity: AmbiguityRule) -> dict[str, tuple[pd.DataFrame, str | None, bool]]:
+    """One evaluation's summary table (and, with a name ``profile``, the same corpus without its ambiguous
+    names): label -> (frame, title or None, whether the baseline is in it). Runs in a worker process."""
+    reference = baseline if baseline in complete else None
+    if label.startswith("census"):
+        figures = census_figures(Study(complete), label, census_boot, seed)
+    else:
+        tables = {c: NameTable.from_frames([load_run(r.path / "bias" / label).per_name for r in rs])
+                  for c, rs in complete.items()}
+        figures = names_corpus_figures(tables, n_boot, seed, ddof, complete, floor_permutations)
+    out = {label: (summary_frame(figures, complete, reference, confidence, seed), None, reference is not None)}
+    corpus, lower = parse_corpus_label(label)
+    if profile is not None and corpus in NAME_CORPORA:  # the same corpus without its ambiguous names
+        kept, dropped = unambiguous_tables(tables, profile, ambiguity)
+        title = (f"{corpus_title(corpus, lower)}, without its {len(dropped)} ambiguous names "
+                 f"({ambiguity.describe()}: {', '.join(dropped)})")
+        kept_figures = names_corpus_figures(kept, n_boot, seed, ddof, complete, floor_permutations)
+        out[corpus_label(corpus + UNAMBIGUOUS_SUFFIX, lower)] = (
+            summary_frame(kept_figures, complete, reference, confidence, seed), title, reference is not None)
+    return out
+
+
 def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, baseline: str = "baseline",
               n_boot: int = STUDY_N_BOOT, census_boot: int = STUDY_CENSUS_BOOT, seed: int = 0, ddof: int = 0,
               condition_key: str = "condition", confidence: float = DEFAULT_CONFIDENCE,
@@ -527,26 +551,19 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
             f"{label}: {', '.join(conditions)}" for label, conditions in not_evaluated.items()), ""]
     frames: dict[str, pd.DataFrame] = {}
     has_baseline: dict[str, bool] = {}
-    for label in sorted(labels, key=lambda name: (re.sub("_lower$", "", name), name)):
-        complete = {c: rs for c, rs in study.runs.items()
-                    if all((r.path / "bias" / label / "metrics.json").is_file() for r in rs)}
-        if label.startswith("census"):
-            figures = census_figures(Study(complete), label, census_boot, seed)
-        else:
-            tables = {c: NameTable.from_frames([load_run(r.path / "bias" / label).per_name for r in rs])
-                      for c, rs in complete.items()}
-            figures = names_corpus_figures(tables, n_boot, seed, ddof, complete, floor_permutations)
-        has_baseline[label] = baseline in complete
-        frames[label] = summary_frame(figures, complete, baseline if baseline in complete else None, confidence, seed)
-        corpus, lower = parse_corpus_label(label)
-        if profile is not None and corpus in NAME_CORPORA:  # the same corpus without its ambiguous names
-            kept, dropped = unambiguous_tables(tables, profile, ambiguity)
-            extra = corpus_label(corpus + UNAMBIGUOUS_SUFFIX, lower)
-            titles[extra] = (f"{corpus_title(corpus, lower)}, without its {len(dropped)} ambiguous names "
-                             f"({ambiguity.describe()}: {', '.join(dropped)})")
-            has_baseline[extra] = baseline in complete
-            frames[extra] = summary_frame(names_corpus_figures(kept, n_boot, seed, ddof, complete, floor_permutations),
-                                          complete, baseline if baseline in complete else None, confidence, seed)
+    ordered = sorted(labels, key=lambda name: (re.sub("_lower$", "", name), name))
+    pieces = [(label, {c: rs for c, rs in study.runs.items()
+                       if all((r.path / "bias" / label / "metrics.json").is_file() for r in rs)})
+              for label in ordered]
+    # one corpus a process, the census's (the longest) first
+    order = sorted(range(len(pieces)), key=lambda i: not pieces[i][0].startswith("census"))
+    results = map_in_processes(corpus_frames, [(*pieces[i], baseline, n_boot, census_boot, seed, ddof, confidence,
+                                                floor_permutations, profile, ambiguity) for i in order])
+    for _, result in sorted(zip(order, results)):
+        for label, (frame, title, with_baseline) in result.items():
+            frames[label], has_baseline[label] = frame, with_baseline
+            if title:
+                titles[label] = title
     if not frames:
         raise NerbiasError(f"{sweep_dir}: the runs hold no finished bias evaluation")
     family = claims_family(frames, baseline, 1 - confidence)

@@ -16,7 +16,7 @@ from nerbias.bias.types import corpus_label
 from nerbias.errors import NerbiasError
 from nerbias.reporting.notebooks import run_notebook
 from nerbias.reporting.report import ReportOptions, render_report
-from nerbias.reporting.runs import census_outcomes, load_run
+from nerbias.reporting.runs import census_outcomes, load_run, read_table
 from nerbias.reporting.tables import markdown_table
 
 NAMES = """name,group,race,gender
@@ -334,3 +334,16 @@ def test_census_notebook_runs_headless(tmp_path):
 def test_notebook_defaults_say_what_to_pass(notebook, tmp_path):
     with pytest.raises(NerbiasError, match="no runs given: pass .* papermill"):
         run_notebook(ROOT / "notebooks" / notebook, {"output_dir": str(tmp_path / "out")}, timeout=120)
+
+
+def test_a_run_table_keeps_names_as_text_and_types_only_the_numeric_columns(tmp_path):
+    path = tmp_path / "per_name.csv"
+    path.write_text("name,group,sentences,recognised,confidence\nNan,White Female,4,3,\nNull,,2,2,0.5\n")
+    frame = read_table(path, ("name", "sentences"))
+    assert frame["name"].tolist() == ["Nan", "Null"] and frame["group"].tolist() == ["White Female", ""]
+    assert frame["sentences"].dtype == np.int64 and np.isnan(frame["confidence"][0])
+    path.write_text("name,group,sentences\nAda,x,4\nBo,x,four\n")
+    with pytest.raises(NerbiasError, match=r"per_name.csv: column 'sentences' is not numeric .*four"):
+        read_table(path)
+    with pytest.raises(NerbiasError, match=r"per_name.csv:1: missing columns \['recognised'\]"):
+        read_table(path, ("name", "recognised"))
