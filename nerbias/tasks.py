@@ -54,13 +54,29 @@ def _command_line_overrides() -> list[str]:
     return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
 
 
+def _record_hydra_run(cfg: DictConfig, output_dir: Path) -> None:
+    """Hydra's record of the run (``.hydra/config.yaml``, ``hydra.yaml``, ``overrides.yaml``, as Hydra writes
+    them), written by the task once its checks passed, not by Hydra before them (configs/hydra/default.yaml
+    sets ``output_subdir: null``): a refused command, say a rerun with another seed, leaves the record of the
+    run in the directory as it was."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return
+    hydra_cfg = HydraConfig.instance().cfg
+    for name, node in (("config.yaml", cfg), ("hydra.yaml", hydra_cfg),
+                       ("overrides.yaml", hydra_cfg.hydra.overrides.task)):
+        atomic_write_text(output_dir / ".hydra" / name, OmegaConf.to_yaml(node))
+
+
 def _logger(cfg: DictConfig, output_dir: Path) -> NullLogger:
-    """The run's logger; the fully resolved config is saved beside Hydra's own first, so readers of
-    the run (report.py, aggregate.py) never depend on this process's environment variables.
-    Temporary files of a killed earlier attempt in the run directory are removed first."""
-    for folder in (output_dir, output_dir / "checkpoints"):
+    """The run's logger; Hydra's record of the run and the fully resolved config beside it are saved
+    first, so readers of the run (report.py, aggregate.py) never depend on this process's environment
+    variables. Temporary files of a killed earlier attempt in the run directory are removed first."""
+    for folder in (output_dir, output_dir / "checkpoints", output_dir / ".hydra"):
         for orphan in remove_orphans(folder):
             log.info("removed %s, left by a killed write", orphan)
+    _record_hydra_run(cfg, output_dir)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     atomic_write_text(output_dir / RESOLVED_CONFIG, yaml.safe_dump(resolved, sort_keys=False))
     return build_logger(resolved.get("logger"), resolved, save_dir=output_dir)

@@ -111,8 +111,8 @@ def _ignored(key: str) -> bool:
 def _settings(run_dir: Path) -> tuple[dict[str, Any], dict[str, str], str | None, dict[str, str]]:
     """(config, settings without the seed, seed, overrides) of a run directory. Which keys were set comes
     from ``.hydra/overrides.yaml``; their values and the seed from the run's own record
-    (``config_resolved.yaml``, written when it started), when it has one: a later command that was
-    refused (another seed, another learning rate) rewrote ``.hydra/`` before any check could run, never it."""
+    (``config_resolved.yaml``, written when it started), when it has one: before the task wrote ``.hydra/``
+    itself (after its checks), a later command that was refused, with another seed say, rewrote it."""
     config = saved_config(run_dir, resolve=(run_dir / RESOLVED_CONFIG).is_file())
     overrides = saved_overrides(run_dir)
     settings = {}

@@ -192,3 +192,19 @@ def test_lr_decay_follows_the_epoch_and_survives_resumption(tiny_data_dir, tmp_p
     # the saved optimizer state holds epoch 2's decayed rate; the schedule must not decay it twice
     assert [h["lr"] for h in again] == [h["lr"] for h in history]
     assert resumed == straight
+
+
+@pytest.mark.slow
+def test_a_refused_rerun_leaves_the_runs_hydra_record_as_it_was(tmp_path):
+    data_dir = make_tiny_conll(tmp_path / "data")
+    run_dir = tmp_path / "run"
+    args = tiny_train_overrides(data_dir, epochs=1) + [f"hydra.run.dir={run_dir}"]
+    first = run_script("train.py", args)
+    assert first.returncode == 0, first.stderr[-2000:]
+    record = {name: (run_dir / ".hydra" / name).read_text() for name in ("config.yaml", "hydra.yaml", "overrides.yaml")}
+    assert "seed: 42" in record["config.yaml"] and "trainer.max_epochs=1" in record["overrides.yaml"]
+    assert f"output_dir: {run_dir}" in record["hydra.yaml"]
+    refused = run_script("train.py", args + ["seed=7", "trainer.resume=true"])
+    assert refused.returncode == 2 and "was trained with seed=42, this run has seed=7" in refused.stderr
+    assert {name: (run_dir / ".hydra" / name).read_text() for name in record} == record
+    assert "seed: 42" in (run_dir / "config_resolved.yaml").read_text()
