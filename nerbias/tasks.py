@@ -31,7 +31,7 @@ from nerbias.bias.statistics import NameStatistics
 from nerbias.bias.tagging import Tagger
 from nerbias.bias.types import corpus_label
 from nerbias.building import build
-from nerbias.data.ambiguity import AmbiguityRule, ambiguous_tokens
+from nerbias.data.ambiguity import AmbiguityRule, ambiguous_tokens, conll_type_counts
 from nerbias.data.conll import read_conll
 from nerbias.data.conll2003 import SPLIT_FILES
 from nerbias.errors import NerbiasError
@@ -39,7 +39,7 @@ from nerbias.fileio import RESOLVED_CONFIG, atomic_write_text, check_writable, c
 from nerbias.loggers import NullLogger, build_logger, model_artifact_name
 from nerbias.models.bilstm_crf import MODEL_KEYS, TaggerConfig, WordCharEmbedder
 from nerbias.reporting.options import ReportOptions
-from nerbias.training.augment import DEFAULT_ADVERSARIAL_CONTEXT, Augmentation
+from nerbias.training.augment import DEFAULT_ADVERSARIAL_CONTEXT, DEFAULT_MENTION_MASK_FOLLOWING, Augmentation
 from nerbias.training.build import build_tagger
 from nerbias.training.trainer import DATA_KEYS, TRAINER_KEYS, Trainer, TrainerSettings, load_data, release_memory
 from nerbias.validation import check_config_keys, validate
@@ -111,8 +111,8 @@ TOP_LEVEL_KEYS = ("task_name", "seed", "run_name", "run_tags", "sweep_id", "cond
                   "paths", "data", "embeddings", "model", "trainer", "augment", "logger", "bias_eval", "tagger",
                   "corpus", "metrics", "name_profile")
 PATHS_KEYS = ("data_dir", "log_dir", "output_dir")
-AUGMENT_KEYS = ("lowercase", "names", "entity_mask", "adversarial", "adversarial_context", "name_pool", "ambiguity",
-                "pool_exclude")
+AUGMENT_KEYS = ("lowercase", "names", "place_names", "entity_mask", "mention_mask", "mention_mask_following", "adversarial",
+                "adversarial_context", "adversarial_context_per_side", "name_pool", "ambiguity", "pool_exclude")
 BIAS_EVAL_KEYS = ("corpora", "lowercase", "tagger", "metrics", "name_profile", "report")
 # A paper run's report always reads the run's own best checkpoint (pipeline.render_run_report): a
 # ``checkpoint`` set in the config would be read by nothing.
@@ -164,7 +164,8 @@ def build_augmentation(cfg: DictConfig) -> Augmentation:
     or a file of names, one a line, minus the same."""
     spec = cfg.get("augment") or {}
     pool: tuple[str, ...] = ()
-    if float(spec.get("names", 0) or 0) > 0:
+    org_pool: tuple[str, ...] = ()
+    if float(spec.get("names", 0) or 0) > 0 or float(spec.get("place_names", 0) or 0) > 0:
         excluded = [name for path in (spec.get("pool_exclude") or [None]) for name in load_names(path).names]
         source = str(spec.get("name_pool") or "ssa_train_half")
         if source in SSA_POOLS:
@@ -179,10 +180,16 @@ def build_augmentation(cfg: DictConfig) -> Augmentation:
             pool = tuple(ambiguous_pool(cfg, pool))
         log.info("name substitution: %d pool names (%s), none of the %d evaluation names", len(pool), source,
                  len(excluded))
+        if float(spec.get("place_names", 0) or 0) > 0:
+            org_pool = organisation_names(cfg, pool)
     return Augmentation(lowercase=float(spec.get("lowercase", 0) or 0), names=float(spec.get("names", 0) or 0),
                         entity_mask=float(spec.get("entity_mask", 0) or 0), name_pool=pool,
+                        place_names=float(spec.get("place_names", 0) or 0), org_pool=org_pool,
                         adversarial=float(spec.get("adversarial", 0) or 0),
-                        adversarial_context=spec.get("adversarial_context", DEFAULT_ADVERSARIAL_CONTEXT))
+                        adversarial_context=spec.get("adversarial_context", DEFAULT_ADVERSARIAL_CONTEXT),
+                        adversarial_context_per_side=bool(spec.get("adversarial_context_per_side", False)),
+                        mention_mask=float(spec.get("mention_mask", 0) or 0),
+                        mention_mask_following=spec.get("mention_mask_following", DEFAULT_MENTION_MASK_FOLLOWING))
 
 
 SSA_POOLS = ("ssa_train_half", "ambiguous")  # name pools drawn from the SSA names (else a file)
@@ -203,6 +210,16 @@ def ambiguous_pool(cfg: DictConfig, names: tuple[str, ...]) -> list[str]:
                            f"under augment.ambiguity={spec} ({train})")
     log.info("ambiguous names (%s): %d of %d, e.g. %s", rule.describe(), len(pool), len(names), ", ".join(pool[:8]))
     return pool
+
+
+def organisation_names(cfg: DictConfig, pool: tuple[str, ...]) -> tuple[str, ...]:
+    """The pool's names that CoNLL-03 eng.train types ORG at least once (exact case): those may stand in an
+    organisation's slot (``augment.place_names``)."""
+    train = Path(cfg.paths.data_dir) / "conll2003" / SPLIT_FILES["train"]
+    counts = conll_type_counts(read_conll(train))
+    names = tuple(name for name in pool if counts.get(name, {}).get("ORG", 0) > 0)
+    log.info("pool names typed ORG in CoNLL-03 train: %d, e.g. %s", len(names), ", ".join(names[:8]))
+    return names
 
 
 def bias_evaluation_configs(cfg: DictConfig, checkpoint: Path) -> list[tuple[str, DictConfig]]:

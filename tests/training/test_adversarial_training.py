@@ -256,6 +256,43 @@ def test_the_ambiguous_pool_is_ambiguous_training_half_names_and_never_an_evalua
     assert set(build_augmentation(conll_only).name_pool) == {"Jordan", "Zorabel"} & set(half)
 
 
+def test_context_on_each_side_counts_the_words_left_and_right_of_the_mention():
+    # "German fans met Anna Smith in Rome today .": MISC has 0 words left, Anna Smith 3 / 3, Rome 5 / 1
+    sentence = TRAIN[2]
+    total = Augmentation(adversarial=1.0).epoch([sentence], seed=3, epoch=1)[0]
+    assert all(total.noise[span.start] is not None for span in sentence.spans)  # >= 3 in the sentence: all three
+    per_side = Augmentation(adversarial=1.0, adversarial_context_per_side=True).epoch([sentence], seed=3, epoch=1)[0]
+    assert [per_side.noise[span.start] is not None for span in sentence.spans] == [False, True, False]
+    assert per_side.tokens == ("German", "fans", "met", MASKED, MASKED, "in", "Rome", "today", ".")
+    one = Augmentation(adversarial=1.0, adversarial_context=1, adversarial_context_per_side=True)
+    assert [one.epoch([sentence], 3, 1)[0].noise[span.start] is not None for span in sentence.spans] == [False, True, True]
+
+
+def test_mention_masking_hides_mentions_of_every_type_followed_by_enough_words_outside_mentions():
+    sentence = Sentence(("Sofia", "said", "that", "the", "UN", "met", "in", "Rome", ",", "Italy", "and", "left", "."),
+                        (Span(0, 1, "PER"), Span(4, 5, "ORG"), Span(7, 8, "LOC"), Span(9, 10, "LOC")))
+    masked = Augmentation(mention_mask=1.0).epoch([sentence], seed=1, epoch=0)[0]
+    # only Sofia is followed by three words outside mentions: the UN by "met in Rome" (a mention), Rome by ","
+    # (no word), Italy by "and left ." (two words)
+    assert masked.tokens == (MASKED, "said", "that", "the", "UN", "met", "in", "Rome", ",", "Italy", "and", "left",
+                             ".") and masked.spans == sentence.spans
+    two = Augmentation(mention_mask=1.0, mention_mask_following=2).epoch([sentence], seed=1, epoch=0)[0]
+    assert [two.tokens[i] for i in (0, 4, 7, 9)] == [MASKED, MASKED, "Rome", MASKED]
+    many = [sentence] * 400
+    runs = [Augmentation(mention_mask=0.3).epoch(many, seed=5, epoch=2) for _ in range(2)]
+    assert runs[0] == runs[1] and runs[0] != Augmentation(mention_mask=0.3).epoch(many, seed=5, epoch=3)
+    share = sum(s.tokens[0] == MASKED for s in runs[0]) / len(many)
+    assert 0.25 < share < 0.35 and all(s.tokens[7] == "Rome" for s in runs[0])
+
+
+def test_runs_without_the_new_options_see_exactly_the_data_they_saw_before():
+    many = TRAIN * 50
+    before = Augmentation(names=0.5, name_pool=("Zed", "Quin"), entity_mask=0.3, adversarial=0.4)
+    same = Augmentation(names=0.5, name_pool=("Zed", "Quin"), entity_mask=0.3, adversarial=0.4, mention_mask=0.0,
+                        adversarial_context_per_side=False, mention_mask_following=5)
+    assert before.epoch(many, seed=2, epoch=4) == same.epoch(many, seed=2, epoch=4)
+
+
 # ---------------------------------------------------------------------------- configuration
 
 
@@ -269,9 +306,12 @@ def test_runs_saved_before_the_new_keys_resume_and_other_settings_do_not(tmp_pat
 
     current = resolved(["augment.names=0.5"])
     saved = {**current, "augment": {k: v for k, v in current["augment"].items()
-                                     if k not in ("adversarial", "adversarial_context", "ambiguity")}}
+                                     if k not in ("adversarial", "adversarial_context", "ambiguity", "mention_mask",
+                                                  "mention_mask_following", "adversarial_context_per_side")}}
     check_same_run(saved, current, tmp_path)  # the same training: the new keys are off
-    for override in ("augment.adversarial=0.25", "augment.name_pool=ambiguous"):
+    check_same_run(saved, resolved(["augment.names=0.5", "augment.mention_mask_following=5",
+                                    "augment.adversarial_context_per_side=false"]), tmp_path)
+    for override in ("augment.adversarial=0.25", "augment.name_pool=ambiguous", "augment.mention_mask=0.3"):
         other = resolved(["augment.names=0.5", override])
         with pytest.raises(NerbiasError, match=r"was trained with augment\.\w+=.*, this run has augment\."):
             check_same_run(saved, other, tmp_path)
@@ -280,6 +320,8 @@ def test_runs_saved_before_the_new_keys_resume_and_other_settings_do_not(tmp_pat
 @pytest.mark.parametrize("override, message", [
     ("augment.adversarial=1.5", "augment.adversarial=1.5: must be a probability"),
     ("augment.adversarial_context=-1", "augment.adversarial_context=-1: must be an integer >= 0"),
+    ("augment.mention_mask=-0.1", "augment.mention_mask=-0.1: must be a probability"),
+    ("augment.mention_mask_following=0", "augment.mention_mask_following=0: must be an integer >= 1"),
     ("augment.ambiguity.casing=upper", "augment.ambiguity.casing='upper': must be exact or lower"),
     ("augment.ambiguity.types=[LOC,CITY]", "augment.ambiguity.types=.*: must be a non-empty list"),
     ("augment.ambiguity.min_typed=0", "augment.ambiguity.min_typed=0: must be an integer >= 1"),

@@ -68,6 +68,35 @@ def test_substitution_replaces_single_token_persons_from_the_pool_only_and_is_re
         Augmentation(lowercase=1.5)
 
 
+def test_pool_names_go_into_single_token_places_and_organisations_only():
+    pool, organisations = ("Sofia", "Chelsea", "Victoria"), ("Chelsea",)
+    sentences = SENTENCES + [Sentence(("New", "York", "beat", "Boston", "."), (Span(0, 2, "LOC"), Span(3, 4, "ORG")))]
+    both = Augmentation(place_names=1.0, name_pool=pool, org_pool=organisations).epoch(sentences, seed=3, epoch=2)
+    assert both[0].tokens[:5] == SENTENCES[0].tokens[:5] and both[0].tokens[5] in pool  # Paris; Anna, John Smith kept
+    assert both[1].tokens[1] == "Chelsea" and both[1].spans == SENTENCES[1].spans  # the UN: an ORG-typed pool name
+    assert both[-1].tokens == ("New", "York", "beat", "Chelsea", ".")  # a two-token place stays
+    no_org = Augmentation(place_names=1.0, name_pool=pool).epoch(sentences, seed=3, epoch=2)
+    assert no_org[1] == SENTENCES[1] and no_org[-1] == sentences[-1]
+    half = Augmentation(place_names=0.5, name_pool=pool).epoch(SENTENCES * 10, seed=1, epoch=0)
+    swapped = sum(s.tokens[5] != "Paris" for s in half[::3])
+    assert 60 < swapped < 140 and half == Augmentation(place_names=0.5, name_pool=pool).epoch(SENTENCES * 10, 1, 0)
+    with pytest.raises(NerbiasError, match="needs a non-empty augment.name_pool"):
+        Augmentation(place_names=0.5)
+    with pytest.raises(NerbiasError, match="must come from the name pool"):
+        Augmentation(place_names=0.5, name_pool=pool, org_pool=("Arsenal",))
+
+
+def test_the_organisation_names_are_the_pool_names_conll_train_types_org(tmp_path):
+    from nerbias.tasks import organisation_names
+
+    train = tmp_path / "conll2003" / "eng.train"
+    train.parent.mkdir()
+    train.write_text("Chelsea NNP I-NP I-ORG\nbeat VBD I-VP O\nSofia NNP I-NP I-LOC\n. . O O\n\n"
+                     "Victoria NNP I-NP I-PER\nleft VBD I-VP O\n. . O O\n")
+    cfg = compose_config("train", [f"paths.data_dir={tmp_path}"])
+    assert organisation_names(cfg, ("Sofia", "Chelsea", "Victoria")) == ("Chelsea",)
+
+
 def test_the_pool_avoids_every_evaluation_name_and_its_halves_are_disjoint():
     names = load_names()
     candidates = names.names + [n.upper() for n in names.names] + ["Zora", "Quincy", "Bertram", "Ines", "Jo-Ann"]
