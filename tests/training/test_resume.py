@@ -131,6 +131,42 @@ def test_a_full_disk_at_the_first_last_pt_is_one_sentence_and_the_rerun_finishes
     assert saved(out) == expected
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize("failing_write", [1, 2, 3, 4])
+def test_a_full_disk_at_any_checkpoint_write_of_epochs_1_and_2_is_one_line_and_resumes_exactly(
+        reference, tmp_path, monkeypatch, capsys, failing_write):
+    """The n-th checkpoint write of the run (best.pt and last.pt of epoch 1, then of epoch 2) hits a full
+    disk: one line naming the file, exit 2, no temporary file; the rerun it advises ends as an
+    uninterrupted run."""
+    data_dir, expected = reference
+    out = tmp_path / "run"
+    real_open, writes = open, []
+
+    def full_at_the_nth_write(file, mode="r", *args, **kwargs):
+        name = Path(file).name
+        if name.startswith((".best.pt.", ".last.pt.")) and "w" in mode:
+            writes.append(name)
+            if len(writes) == failing_write:
+                return real_open("/dev/full", mode)
+        return real_open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(checkpoint, "open", full_at_the_nth_write, raising=False)
+    cfg = compose_config("train", tiny_train_overrides(data_dir) + [f"paths.output_dir={out}"])
+    with pytest.raises(SystemExit) as stopped:
+        run_or_exit(run_training, cfg, out, log_name="train")
+    assert stopped.value.code == 2 and len(writes) == failing_write
+    failed = writes[-1].split(".")[1] + ".pt"
+    last_line = capsys.readouterr().err.rstrip("\n").splitlines()[-1]
+    assert last_line.startswith(f"error: {out / 'checkpoints' / failed}: cannot write: no space left on device")
+    assert last_line.endswith("rerun with trainer.resume=true)")
+    assert not [p.name for p in (out / "checkpoints").iterdir() if p.name.endswith(".tmp")]
+    monkeypatch.undo()  # space freed
+
+    train(data_dir, out, ["trainer.resume=true"])
+    assert saved(out) == expected
+
+
 def test_a_failed_write_of_the_temporary_file_is_the_same_sentence(tmp_path):
     def no_space(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
