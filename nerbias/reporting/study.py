@@ -191,6 +191,7 @@ def _cell(row: dict, value: str, digits: int) -> str:
 
 
 SUMMARY_COLUMNS = {"test_f1": "CoNLL F1", "test_lower_f1": "CoNLL F1 lower-cased", "test_span_ece": "CoNLL span ECE",
+                   "test_recall_LOC": "CoNLL LOC recall",
                    "ALL": "ALL", "OOV": "OOV",
                    GAP: "best - worst group (bias-corrected)", "female_male_gap": "female - male",
                    "median_confidence_std": "std of median confidence",

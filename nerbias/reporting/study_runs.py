@@ -30,7 +30,9 @@ def race_gap_metric(race: str) -> str:
 
 
 CONLL_METRICS = {"test_f1": "CoNLL test F1", "test_lower_f1": "CoNLL test F1 (lower-cased)",
-                 "test_span_ece": "CoNLL test span ECE"}
+                 "test_span_ece": "CoNLL test span ECE",
+                 # places that are places: what a condition that makes place-like names persons may cost (issue 45)
+                 "test_recall_LOC": "CoNLL test LOCATION recall"}
 
 
 @dataclass

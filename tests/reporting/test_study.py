@@ -26,7 +26,8 @@ def write_run(root: Path, condition: str, seed: int, recognised: dict[str, int],
     run.mkdir(parents=True)
     (run / "config_resolved.yaml").write_text(yaml.safe_dump({"condition": condition, "seed": seed,
                                                               "paths": {"output_dir": str(run)}}))
-    (run / "metrics.json").write_text(json.dumps({"metrics": {"test_f1": f1, "test_lower_f1": f1 / 2}}))
+    (run / "metrics.json").write_text(json.dumps({"metrics": {"test_f1": f1, "test_lower_f1": f1 / 2,
+                                                              "test_recall_LOC": 0.9 + f1 / 10}}))
     rows = [{"name": n, "group": g, "sentences": 10, "recognised": recognised[n],
              "accuracy": recognised[n] / 10, "conf_median": recognised[n] / 10}
             for g, names in GROUPS.items() for n in names]
@@ -379,3 +380,15 @@ def test_a_job_missing_an_evaluation_is_refused_and_a_condition_never_evaluated_
     (tmp_path / "mask-seed1" / "bias" / "winogender" / "metrics.json").unlink()
     text = run_study(tmp_path, tmp_path / "out", n_boot=50).read_text()
     assert "Not evaluated (no run of the condition has the evaluation): winogender: mask" in text
+
+
+def test_conll_location_recall_is_reported_per_condition_over_the_seeds(tmp_path):
+    for seed, (base_f1, names_f1) in enumerate([(0.90, 0.88), (0.91, 0.90), (0.92, 0.89)], start=1):
+        write_run(tmp_path, "baseline", seed, BASE, base_f1)
+        write_run(tmp_path, "names", seed, BASE, names_f1)
+    out = tmp_path / "out"
+    run_study(tmp_path, out, n_boot=200, floor_permutations=10)
+    table = read(out, "winogender")
+    assert table.loc[("baseline", "test_recall_LOC"), "value"] == pytest.approx(0.9 + 0.091)
+    assert table.loc[("names", "test_recall_LOC"), "diff"] == pytest.approx((0.89 - 0.91) / 10)
+    assert "CoNLL LOC recall" in (out / "study.md").read_text()
