@@ -5,6 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 
+def first_line(error: BaseException) -> str:
+    """The first line of a library's error message, at most 300 characters: enough to name the cause in
+    a one-line refusal, without the library's traceback text or advice ("" for an empty message)."""
+    text = str(error)
+    return text.splitlines()[0][:300] if text.strip() else ""
+
+
 class NerbiasError(Exception):
     """A problem with the user's input; the message says what and where."""
 

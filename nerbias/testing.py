@@ -122,13 +122,6 @@ def _train_bert(model, tokenizer, steps: int, seed: int) -> None:
     model.eval()
 
 
-def bert_base_sized(folder: Path, seed: int = 0) -> Path:
-    """A randomly initialised BERT-base-shaped token classifier (12 layers, hidden 768) with the tiny
-    vocabulary: the compute of a real one, for throughput figures only."""
-    tiny_bert(folder, steps=0, hidden=768, layers=12, seed=seed)
-    return folder
-
-
 def tiny_flair(path: Path, epochs: int = 30, seed: int = 0) -> Path:
     """A Flair SequenceTagger on CharacterEmbeddings with a given character Dictionary, trained ~30 epochs
     on 20 synthetic sentences (spans: PER, LOC, ORG, MISC), saved to ``path``."""

@@ -316,3 +316,11 @@ def test_a_report_on_groups_of_one_name_skips_those_tests_with_the_reason(tmp_pa
     assert "not tested: Solo Female has fewer than 2 names" in report
     pairs = __import__("pandas").read_csv(run / "report_permutation_pairs.csv")
     assert pairs["p_value"].notna().sum() == 1 and pairs["p_holm"].notna().sum() == 1
+
+
+def test_a_library_error_becomes_its_first_line_at_most_300_characters():
+    from nerbias.errors import first_line
+
+    assert first_line(OSError("disk gone\nTraceback (most recent call last): ...")) == "disk gone"
+    assert first_line(ValueError("x" * 1000)) == "x" * 300
+    assert first_line(RuntimeError("")) == "" and first_line(RuntimeError("  \n ")) == ""

@@ -38,7 +38,7 @@ import pandas as pd
 from nerbias.bias import census
 from nerbias.bias.names import pool_half
 from nerbias.data.conll2003 import default_data_dir
-from nerbias.errors import DataFormatError, NerbiasError
+from nerbias.errors import DataFormatError, NerbiasError, first_line
 from nerbias.fileio import write_csv
 
 log = logging.getLogger(__name__)
@@ -91,7 +91,7 @@ def read_tzioumis(path: str | Path | None = None) -> pd.DataFrame:
         frame = pd.read_parquet(path)
     except Exception as error:  # pyarrow raises several kinds for a damaged file
         raise DataFormatError(path, f"not a readable parquet file ({type(error).__name__}: "
-                                    f"{str(error).splitlines()[0][:200]})") from None
+                                    f"{first_line(error)})") from None
     needed = ["firstname", "obs", *(f"pct{suffix}" for suffix in TZIOUMIS_GROUPS.values())]
     missing = [column for column in needed if column not in frame.columns]
     if missing:

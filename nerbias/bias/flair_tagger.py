@@ -21,7 +21,7 @@ from typing import Any, Sequence
 from nerbias.bias.labels import PERSON, PERSON_TYPES, canonical_tag, word_spans
 from nerbias.bias.tagging import SlotTagger
 from nerbias.bias.types import BiasSentence, SlotOutcome, outcome_from_spans
-from nerbias.errors import NerbiasError
+from nerbias.errors import NerbiasError, first_line
 from nerbias.validation import check_key
 from nerbias.fileio import file_fingerprint
 
@@ -54,7 +54,7 @@ def load_flair_tagger(model: str) -> Any:
         tagger = SequenceTagger.load(str(path))
     except Exception as error:
         raise NerbiasError(f"tagger.model={model}: Flair could not load it ({type(error).__name__}: "
-                           f"{str(error).splitlines()[0][:300] if str(error) else ''})") from None
+                           f"{first_line(error)})") from None
     if not isinstance(tagger, SequenceTagger):
         raise NerbiasError(f"tagger.model={model}: a {type(tagger).__name__}, not a SequenceTagger")
     return tagger
@@ -124,7 +124,7 @@ class FlairSlotTagger(SlotTagger):
                                 return_probabilities_for_all_classes=True, label_name=self.label_type)
         except Exception as error:
             raise NerbiasError(f"{self.name}: the model failed ({type(error).__name__}: "
-                               f"{str(error).splitlines()[0][:300] if str(error) else ''})") from None
+                               f"{first_line(error)})") from None
         out = []
         for ours, theirs in zip(sentences, flair_sentences):
             spans = []

@@ -21,7 +21,7 @@ from torch import Tensor
 from nerbias.bias.types import NONE, PARTIAL_PREFIX, BiasSentence, SlotOutcome, outcome_from_spans
 from nerbias.bias.corpora import NameSubstitutionCorpus
 from nerbias.bias.tagging import Lineage, SlotTagger
-from nerbias.errors import NerbiasError
+from nerbias.errors import NerbiasError, first_line
 from nerbias.fileio import file_fingerprint
 from nerbias.models.checkpoint import load_checkpoint
 from nerbias.models.fast_emissions import FastEmissions
@@ -231,12 +231,12 @@ def load_spacy_pipeline(model: str) -> Any:
             return spacy.load(source)
         except OSError as error:
             if Path(source).is_dir():  # a pipeline folder that spaCy cannot read: say why
-                raise NerbiasError(f"spaCy pipeline {model!r} failed to load ({str(error).splitlines()[0][:300]})") \
+                raise NerbiasError(f"spaCy pipeline {model!r} failed to load ({first_line(error)})") \
                     from None
             return None
         except Exception as error:  # an incompatible or broken pipeline: version, config, weights
             raise NerbiasError(f"spaCy pipeline {model!r} failed to load ({type(error).__name__}: "
-                               f"{str(error).splitlines()[0][:300]})") from None
+                               f"{first_line(error)})") from None
 
     path = Path(model).expanduser()
     if path.exists() and not path.is_dir():
@@ -259,7 +259,7 @@ def load_spacy_pipeline(model: str) -> Any:
         raise
     except Exception as error:
         raise NerbiasError(f"spaCy pipeline {model!r} failed to load ({type(error).__name__}: "
-                           f"{str(error).splitlines()[0][:300] if str(error) else ''})") from None
+                           f"{first_line(error)})") from None
     if nlp is None:
         raise NerbiasError(f"spaCy pipeline {model!r} not found: not an installed pipeline, a pipeline directory, "
                            "or a package that loads one (install it, e.g. pip install en-core-web-sm, or give its path)")

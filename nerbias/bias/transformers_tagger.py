@@ -36,7 +36,7 @@ import torch
 from nerbias.bias.labels import PERSON, PERSON_TYPES, canonical_tag, word_spans
 from nerbias.bias.tagging import SlotTagger
 from nerbias.bias.types import BiasSentence, SlotOutcome, outcome_from_spans
-from nerbias.errors import NerbiasError
+from nerbias.errors import NerbiasError, first_line
 from nerbias.validation import check_key, check_values, one_of
 from nerbias.fileio import file_fingerprint
 
@@ -88,7 +88,7 @@ def load_token_classifier(model: str, revision: str | None = None) -> tuple[Any,
             return load(local_files_only=True)
         except Exception as error:
             raise NerbiasError(f"tagger.model={model}: not a token-classification model folder "
-                               f"({type(error).__name__}: {str(error).splitlines()[0][:300]})") from None
+                               f"({type(error).__name__}: {first_line(error)})") from None
     if model.startswith((".", "/", "~")) or model.count("/") > 1:
         raise NerbiasError(f"tagger.model={model}: no such folder")
     try:
@@ -103,7 +103,7 @@ def load_token_classifier(model: str, revision: str | None = None) -> tuple[Any,
         return load()
     except Exception as error:
         raise NerbiasError(f"tagger.model={model}: could not be loaded from the hub "
-                           f"({type(error).__name__}: {str(error).splitlines()[0][:300]})") from None
+                           f"({type(error).__name__}: {first_line(error)})") from None
 
 
 class TransformersSlotTagger(SlotTagger):
@@ -172,7 +172,7 @@ class TransformersSlotTagger(SlotTagger):
             logits = self.model(**inputs).logits
         except Exception as error:
             raise NerbiasError(f"{self.name}: the model failed on sentences {first}-{first + len(batch) - 1} "
-                               f"({type(error).__name__}: {str(error).splitlines()[0][:300]})") from None
+                               f"({type(error).__name__}: {first_line(error)})") from None
         probabilities = torch.softmax(logits.float(), dim=-1)
         person = probabilities[..., self.person_ids].sum(-1).cpu().numpy()
         predicted = probabilities.argmax(-1).cpu().numpy()

@@ -126,10 +126,6 @@ def bioes_to_iob1(tags: Sequence[str]) -> list[str]:
     return spans_to_iob1(bioes_to_spans(tags), len(tags))
 
 
-def bioes_to_bio(tags: Sequence[str]) -> list[str]:
-    return spans_to_bio(bioes_to_spans(tags), len(tags))
-
-
 def bioes_tag_set(entity_types: Iterable[str]) -> list[str]:
     """All BIOES tags for the given types, ``O`` first, then by type."""
     tags = [OUTSIDE]
