@@ -193,6 +193,22 @@ def file_fingerprint(path: Any) -> str | None:
     return digest.hexdigest()
 
 
+def record_hydra_run(cfg: Any, output_dir: str | Path) -> None:
+    """Hydra's record of the run (``.hydra/config.yaml``, ``hydra.yaml``, ``overrides.yaml``, as Hydra writes
+    them), written by a task once its checks passed, not by Hydra before them (configs/hydra/default.yaml
+    sets ``output_subdir: null``): a refused command, say a rerun with another seed, leaves the record of the
+    run in the directory as it was. Nothing outside a Hydra app."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    if not HydraConfig.initialized():
+        return
+    hydra_cfg = HydraConfig.instance().cfg
+    for name, node in (("config.yaml", cfg), ("hydra.yaml", hydra_cfg),
+                       ("overrides.yaml", hydra_cfg.hydra.overrides.task)):
+        atomic_write_text(Path(output_dir) / ".hydra" / name, OmegaConf.to_yaml(node))
+
+
 def config_digest(resolved: Any) -> str:
     """sha256 of a resolved config (a plain container), as ``config_resolved.yaml`` writes it: a finished
     run's metrics.json records it, so a rerun knows which config those results belong to."""

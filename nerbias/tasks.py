@@ -35,13 +35,15 @@ from nerbias.data.ambiguity import AmbiguityRule, ambiguous_tokens, conll_type_c
 from nerbias.data.conll import read_conll
 from nerbias.data.conll2003 import SPLIT_FILES
 from nerbias.errors import NerbiasError
-from nerbias.fileio import RESOLVED_CONFIG, atomic_write_text, check_writable, config_digest, remove_orphans
+from nerbias.fileio import (RESOLVED_CONFIG, atomic_write_text, check_writable, config_digest, record_hydra_run,
+                            remove_orphans)
 from nerbias.loggers import NullLogger, build_logger, model_artifact_name
 from nerbias.models.bilstm_crf import MODEL_KEYS, TaggerConfig, WordCharEmbedder
 from nerbias.reporting.options import ReportOptions
 from nerbias.training.augment import DEFAULT_ADVERSARIAL_CONTEXT, DEFAULT_MENTION_MASK_FOLLOWING, Augmentation
 from nerbias.training.build import build_tagger
-from nerbias.training.trainer import DATA_KEYS, TRAINER_KEYS, Trainer, TrainerSettings, load_data, release_memory
+from nerbias.training.trainer import (DATA_KEYS, TRAINER_KEYS, Trainer, TrainerSettings, load_data, release_memory,
+                                      same_training)
 from nerbias.validation import check_config_keys, validate
 
 log = logging.getLogger(__name__)
@@ -54,21 +56,6 @@ def _command_line_overrides() -> list[str]:
     return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
 
 
-def _record_hydra_run(cfg: DictConfig, output_dir: Path) -> None:
-    """Hydra's record of the run (``.hydra/config.yaml``, ``hydra.yaml``, ``overrides.yaml``, as Hydra writes
-    them), written by the task once its checks passed, not by Hydra before them (configs/hydra/default.yaml
-    sets ``output_subdir: null``): a refused command, say a rerun with another seed, leaves the record of the
-    run in the directory as it was."""
-    from hydra.core.hydra_config import HydraConfig
-
-    if not HydraConfig.initialized():
-        return
-    hydra_cfg = HydraConfig.instance().cfg
-    for name, node in (("config.yaml", cfg), ("hydra.yaml", hydra_cfg),
-                       ("overrides.yaml", hydra_cfg.hydra.overrides.task)):
-        atomic_write_text(output_dir / ".hydra" / name, OmegaConf.to_yaml(node))
-
-
 def _logger(cfg: DictConfig, output_dir: Path) -> NullLogger:
     """The run's logger; Hydra's record of the run and the fully resolved config beside it are saved
     first, so readers of the run (report.py, aggregate.py) never depend on this process's environment
@@ -76,7 +63,7 @@ def _logger(cfg: DictConfig, output_dir: Path) -> NullLogger:
     for folder in (output_dir, output_dir / "checkpoints", output_dir / ".hydra"):
         for orphan in remove_orphans(folder):
             log.info("removed %s, left by a killed write", orphan)
-    _record_hydra_run(cfg, output_dir)
+    record_hydra_run(cfg, output_dir)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     atomic_write_text(output_dir / RESOLVED_CONFIG, yaml.safe_dump(resolved, sort_keys=False))
     return build_logger(resolved.get("logger"), resolved, save_dir=output_dir)
@@ -187,7 +174,7 @@ def build_augmentation(cfg: DictConfig) -> Augmentation:
                         place_names=float(spec.get("place_names", 0) or 0), org_pool=org_pool,
                         adversarial=float(spec.get("adversarial", 0) or 0),
                         adversarial_context=spec.get("adversarial_context", DEFAULT_ADVERSARIAL_CONTEXT),
-                        adversarial_context_per_side=bool(spec.get("adversarial_context_per_side", False)),
+                        adversarial_context_per_side=spec.get("adversarial_context_per_side", False),
                         mention_mask=float(spec.get("mention_mask", 0) or 0),
                         mention_mask_following=spec.get("mention_mask_following", DEFAULT_MENTION_MASK_FOLLOWING))
 
@@ -334,7 +321,9 @@ def finished_job(cfg: DictConfig, output_dir: Path) -> dict[str, Any] | None:
 
     Finished means: ``trainer.resume=true``, training wrote its ``metrics.json`` (last, after scoring
     the best checkpoint) for this very config (the config's sha256 it records; runs from before it did
-    are judged by ``config_resolved.yaml``, which every attempt rewrites), and every bias evaluation (and
+    are judged by ``config_resolved.yaml``, which every accepted attempt rewrites; a config saved by
+    older code, without the keys added since, counts when its training is the same), and every bias
+    evaluation (and
     the report, when one is asked for) is there with the same settings. Such a job needs no checkpoint:
     a study restored from its archive (``scripts/study_archive.py``) skips its finished jobs instead of
     training them again. Anything missing or set differently: None, and the job runs, resuming from
@@ -347,8 +336,12 @@ def finished_job(cfg: DictConfig, output_dir: Path) -> dict[str, Any] | None:
         return None
     resolved = OmegaConf.to_container(cfg, resolve=True)
     saved = json.loads(saved_metrics.read_text(encoding="utf-8"))
-    if saved.get("config_sha256", config_digest(yaml.safe_load(saved_config.read_text(encoding="utf-8")))) \
-            != config_digest(resolved):
+    saved_resolved = yaml.safe_load(saved_config.read_text(encoding="utf-8")) or {}
+    recorded = saved.get("config_sha256", config_digest(saved_resolved))
+    # A config written by older code lacks the keys added since: the same job when the saved config is the
+    # one its results belong to and it trains the same run to the same end (trainer.same_training).
+    if recorded != config_digest(resolved) and (recorded != config_digest(saved_resolved)
+                                                 or not same_training(saved_resolved, resolved)):
         return None
     metrics = dict(saved["metrics"])
     if cfg.get("bias_eval"):

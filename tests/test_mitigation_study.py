@@ -139,7 +139,24 @@ def test_a_finished_job_is_kept_without_its_checkpoints_only_when_every_part_is_
     (run_dir / "metrics.json").write_text(json.dumps({**recorded, "config_sha256": config_digest(
         OmegaConf.to_container(stale, resolve=True))}))
     assert finished_job(cfg, run_dir) is None  # finished under another config; this one was only started
-    (run_dir / "metrics.json").write_text(json.dumps(recorded))
+    import copy
+    import yaml
+    older = OmegaConf.to_container(cfg, resolve=True)
+    for key in ("place_names", "mention_mask", "mention_mask_following", "adversarial_context_per_side"):
+        del older["augment"][key]  # as code before those keys wrote it
+    for change, kept in ((None, True), (("augment", "names", 0.7), False), (("trainer", "max_epochs", 99), False)):
+        saved = copy.deepcopy(older)
+        if change:
+            saved[change[0]][change[1]] = change[2]
+        (run_dir / "config_resolved.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
+        (run_dir / "metrics.json").write_text(json.dumps({**recorded, "config_sha256": config_digest(saved)}))
+        assert (finished_job(cfg, run_dir) == expected) is kept, change
+    (run_dir / "config_resolved.yaml").write_text(yaml.safe_dump(older, sort_keys=False))
+    stale = {**recorded, "config_sha256": config_digest(OmegaConf.to_container(
+        compose_config("train", overrides + ["augment.names=0.7"]), resolve=True))}
+    (run_dir / "metrics.json").write_text(json.dumps(stale))  # the results belong to neither config
+    assert finished_job(cfg, run_dir) is None
+    (run_dir / "metrics.json").write_text(json.dumps({**recorded, "config_sha256": config_digest(older)}))
     (run_dir / "bias" / "probes_lower" / "metrics.json").unlink()  # one evaluation missing: run the job
     assert finished_job(cfg, run_dir) is None
 

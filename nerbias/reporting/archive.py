@@ -19,6 +19,7 @@ import json
 import logging
 import lzma
 import shutil
+import tempfile
 from itertools import repeat
 from pathlib import Path
 from typing import Any, Iterator
@@ -259,8 +260,12 @@ def _restore_job(archive_job: Path, target: Path) -> None:
     """Every file of one packed job, checked against its manifest, written under ``target``."""
     for digest, relative in _manifest(archive_job):
         path = target / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(stored_bytes(archive_job, relative, digest))
+        data = stored_bytes(archive_job, relative, digest)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        except OSError as error:
+            raise NerbiasError(f"{path}: cannot write ({error.strerror or error}); nothing was restored") from None
 
 
 def unpack(archive_dir: str | Path, sweep_dir: str | Path, check_origin: bool = True) -> list[str]:
@@ -280,10 +285,13 @@ def unpack(archive_dir: str | Path, sweep_dir: str | Path, check_origin: bool = 
         if origin is not None and origin.resolve() != (sweep_dir / archive_job.name).resolve():
             raise NerbiasError(f"{archive_job}: ran in {origin}; unpack it into {origin.parent} (a job restored "
                                "elsewhere is not recognised as finished and would be trained again)")
-    # Each job is checked and written into a staging folder beside the sweep directory, on every core; only
-    # when all of them are whole do they move into it.
-    staging = sweep_dir.with_name(f".{sweep_dir.name}.unpacking")
-    shutil.rmtree(staging, ignore_errors=True)
+    if not missing:
+        staging = None
+    else:  # each job checked and written into a staging folder of its own beside the sweep directory, on
+        # every core; only when all of them are whole do they move into it
+        sweep_dir = sweep_dir.resolve()
+        sweep_dir.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{sweep_dir.name}.unpacking-", dir=sweep_dir.parent))
     try:
         map_in_processes(_restore_job, [(job, staging / job.name) for job in missing])
         if missing:
@@ -292,7 +300,8 @@ def unpack(archive_dir: str | Path, sweep_dir: str | Path, check_origin: bool = 
             (staging / archive_job.name).replace(sweep_dir / archive_job.name)
             log.info("restored %s", archive_job.name)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
     kept = sorted(set(jobs) - set(missing))
     if kept:
         log.info("left as they are (already in %s): %s", sweep_dir, ", ".join(job.name for job in kept))

@@ -405,6 +405,8 @@ def noise_floor(recognised: np.ndarray, sentences: np.ndarray, groups: Sequence[
     alike): mean, 95th percentile, and the share of permuted gaps at least the observed one (p)."""
     if len(groups) < 2:
         raise NerbiasError("a noise floor needs at least two groups")
+    if any(len(group) == 0 for group in groups):
+        raise NerbiasError("a noise floor needs at least one name in every group")
     rng = np.random.default_rng([seed, 104729])
     every = np.concatenate(groups)
     sizes = np.cumsum([len(g) for g in groups])[:-1]

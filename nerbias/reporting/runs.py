@@ -238,7 +238,7 @@ def read_table(path: Path, required: Sequence[str] = ()) -> pd.DataFrame:
     """A run's CSV. Names such as "Nan" or "Null" and the untagged census label "" stay strings;
     only the numeric columns turn empty cells into NaN. ``required`` columns must be there."""
     try:
-        with open(path, encoding="utf-8") as file:
+        with open(path, encoding="utf-8-sig") as file:  # as pandas reads it: a byte-order mark is not a name
             header = next(csv.reader(file), [])
         numeric = [column for column in header if column not in TEXT_COLUMNS]
         # the parser types the numeric columns itself (a tenth of the time of strings then to_numeric)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from typing import Any, Callable, Sequence
 
 from nerbias.errors import NerbiasError
@@ -53,14 +53,22 @@ def map_in_processes(function: Callable[..., Any], arguments: Sequence[tuple], w
         return [function(*a) for a in arguments]
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(_PRELOAD)
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_one_thread) as pool:
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_one_thread)
+    try:
         futures = [pool.submit(_call, function, a) for a in arguments]
-        try:
-            return [future.result() for future in futures]
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
+        wait(futures, return_when=FIRST_EXCEPTION)  # the first error, whichever piece raises it
+        failed = next((future for future in futures if future.done() and future.exception() is not None), None)
+        if failed is not None:
+            failed.result()
+        results = [future.result() for future in futures]
+    except BaseException:  # an error or Ctrl-C: stop the other pieces now, not when they end (minutes)
+        processes = list(getattr(pool, "_processes", {}).values())  # the executor offers no public handle
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.terminate()
+        raise
+    pool.shutdown()
+    return results
 
 
 __all__ = ["WORKERS_VARIABLE", "default_workers", "map_in_processes"]

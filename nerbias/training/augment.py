@@ -44,7 +44,7 @@ import numpy as np
 from nerbias.data.batching import MASKED, NoisySentence
 from nerbias.data.conll import ENTITY_TYPES, Sentence, lowercased
 from nerbias.errors import NerbiasError
-from nerbias.validation import PROBABILITY, Rule, at_least, check_values
+from nerbias.validation import BOOLEAN, PROBABILITY, Rule, at_least, check_values
 
 PERSON = "PER"
 # The options; any > 0 switches augmentation on.
@@ -76,7 +76,8 @@ def effective_augment_options(section: Mapping[str, Any]) -> dict[str, Any]:
 
 
 AUGMENT_RULES: dict[str, Rule] = {**{key: PROBABILITY for key in AUGMENT_PROBABILITIES},
-                                  "adversarial_context": at_least(0), "mention_mask_following": at_least(1)}
+                                  "adversarial_context": at_least(0), "mention_mask_following": at_least(1),
+                                  "adversarial_context_per_side": BOOLEAN}
 
 
 @dataclass(frozen=True)

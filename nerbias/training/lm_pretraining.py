@@ -24,7 +24,7 @@ from nerbias.models.checkpoint import save_checkpoint
 from nerbias.data.conll2003 import load_conll2003
 from nerbias.data.elmo_chars import batch_to_char_ids
 from nerbias.errors import DataFormatError
-from nerbias.fileio import atomic_write_json
+from nerbias.fileio import atomic_write_json, record_hydra_run
 from nerbias.loggers import build_logger
 from nerbias.data.vocab import Vocabulary
 from nerbias.validation import check_config_keys
@@ -74,6 +74,7 @@ def pretrain(cfg: DictConfig, output_dir: str | Path) -> dict[str, Any]:
     parameters = list(bilm.parameters()) + list(softmax.parameters())
     optimizer = torch.optim.Adam(parameters, lr=cfg.lr)
     resolved = OmegaConf.to_container(cfg, resolve=True)
+    record_hydra_run(cfg, output_dir)
     logger = build_logger(resolved.get("logger"), resolved, save_dir=output_dir)
     bos, eos = vocab.index[BOS], vocab.index[EOS]
     log.info("LM pretraining: %d sentences, output vocabulary %d, %d parameters", len(sentences), len(vocab),

@@ -165,6 +165,18 @@ def check_same_run(saved: Mapping[str, Any], current: Mapping[str, Any], path: P
                                "only the same configuration (or start a new run directory)")
 
 
+def same_training(saved: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
+    """Whether two resolved configs train the same run to the same end: every run-defining key equal as
+    ``check_same_run`` compares them (keys added since, at their off values, are equal to their absence),
+    and where training stops (``max_epochs``, ``patience``)."""
+    try:
+        check_same_run(saved, current, Path("<saved config>"))
+    except NerbiasError:
+        return False
+    stops = ("max_epochs", "patience")
+    return all((saved.get("trainer") or {}).get(key) == (current.get("trainer") or {}).get(key) for key in stops)
+
+
 def release_memory(collect: bool = True) -> None:
     """Hand freed heap pages back to the OS (glibc's ``malloc_trim``), after a garbage collection
     (``collect``). The trainer trims after each epoch, so that its batches' freed pages do not pile up

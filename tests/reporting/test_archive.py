@@ -137,3 +137,14 @@ def test_an_archived_job_renamed_is_refused_before_anything_is_restored(tmp_path
     with pytest.raises(NerbiasError, match=r"baseline-seed6: its config says it ran in .*baseline-seed1; a job copied"):
         unpack(tmp_path / "archive", tmp_path / "restored", check_origin=False)
     assert not (tmp_path / "restored").exists()
+
+
+
+def test_unpack_into_the_current_folder_by_a_relative_path(tmp_path, monkeypatch):
+    _sweep(tmp_path / "sweep")
+    pack(tmp_path / "sweep", tmp_path / "archive")
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    assert unpack(tmp_path / "archive", ".", check_origin=False) == ["baseline-seed1"]
+    assert (tmp_path / "here" / "baseline-seed1" / "metrics.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no staging folder left

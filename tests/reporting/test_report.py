@@ -347,3 +347,10 @@ def test_a_run_table_keeps_names_as_text_and_types_only_the_numeric_columns(tmp_
         read_table(path)
     with pytest.raises(NerbiasError, match=r"per_name.csv:1: missing columns \['recognised'\]"):
         read_table(path, ("name", "recognised"))
+
+
+
+def test_a_byte_order_mark_does_not_turn_the_name_column_into_numbers(tmp_path):
+    path = tmp_path / "per_name.csv"
+    path.write_bytes("\ufeffname,group,sentences\n1,x,4\nNan,x,2\n".encode("utf-8"))
+    assert read_table(path)["name"].tolist() == ["1", "Nan"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -16,6 +17,12 @@ def square_with_pid(value: int) -> tuple[int, int]:
 
 def refuse(value: int) -> None:
     raise DataFormatError("per_name.csv", f"bad row {value}", 3)
+
+
+def refuse_or_sleep(value: int) -> None:
+    if value:
+        time.sleep(60)
+    refuse(value)
 
 
 def test_two_workers_give_the_results_in_order_from_other_processes():
@@ -43,3 +50,10 @@ def test_a_bad_worker_count_is_refused_naming_the_variable(monkeypatch, value):
 def test_the_worker_count_comes_from_the_variable(monkeypatch):
     monkeypatch.setenv(WORKERS_VARIABLE, "3")
     assert default_workers() == 3
+
+
+def test_an_error_stops_the_other_pieces_at_once():
+    started = time.monotonic()
+    with pytest.raises(NerbiasError, match="bad row 0"):
+        map_in_processes(refuse_or_sleep, [(1,), (0,)], workers=2)
+    assert time.monotonic() - started < 30  # not the 60 s the other piece would take

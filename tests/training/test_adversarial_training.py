@@ -322,6 +322,7 @@ def test_runs_saved_before_the_new_keys_resume_and_other_settings_do_not(tmp_pat
     ("augment.adversarial_context=-1", "augment.adversarial_context=-1: must be an integer >= 0"),
     ("augment.mention_mask=-0.1", "augment.mention_mask=-0.1: must be a probability"),
     ("augment.mention_mask_following=0", "augment.mention_mask_following=0: must be an integer >= 1"),
+    ("augment.adversarial_context_per_side=maybe", "augment.adversarial_context_per_side='maybe': must be true or false"),
     ("augment.ambiguity.casing=upper", "augment.ambiguity.casing='upper': must be exact or lower"),
     ("augment.ambiguity.types=[LOC,CITY]", "augment.ambiguity.types=.*: must be a non-empty list"),
     ("augment.ambiguity.min_typed=0", "augment.ambiguity.min_typed=0: must be an integer >= 1"),
