@@ -24,7 +24,7 @@ from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from nerbias.bias import census
-from nerbias.bias.names import load_names, substitution_pool
+from nerbias.bias.names import ambiguous_part, load_names, substitution_pool
 from nerbias.bias.name_profile import PROFILE_KEYS
 from nerbias.bias.runner import METRICS_KEYS
 from nerbias.bias.statistics import NameStatistics
@@ -40,7 +40,8 @@ from nerbias.fileio import (RESOLVED_CONFIG, atomic_write_text, check_writable, 
 from nerbias.loggers import NullLogger, build_logger, model_artifact_name
 from nerbias.models.bilstm_crf import MODEL_KEYS, TaggerConfig, WordCharEmbedder
 from nerbias.reporting.options import ReportOptions
-from nerbias.training.augment import DEFAULT_ADVERSARIAL_CONTEXT, DEFAULT_MENTION_MASK_FOLLOWING, Augmentation
+from nerbias.training.augment import (AMBIGUOUS_POOLS, DEFAULT_ADVERSARIAL_CONTEXT, DEFAULT_MENTION_MASK_FOLLOWING,
+                                     Augmentation)
 from nerbias.training.build import build_tagger
 from nerbias.training.trainer import (DATA_KEYS, TRAINER_KEYS, Trainer, TrainerSettings, load_data, release_memory,
                                       same_training)
@@ -163,8 +164,10 @@ def build_augmentation(cfg: DictConfig) -> Augmentation:
                 raise NerbiasError(f"augment.name_pool={source}: not one of {', '.join(SSA_POOLS)} and no such file")
             candidates = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         pool = tuple(substitution_pool(candidates, excluded, "train" if source in SSA_POOLS else None))
-        if source == "ambiguous":
+        if source in AMBIGUOUS_POOLS:
             pool = tuple(ambiguous_pool(cfg, pool))
+        if source == "ambiguous_train":  # a quarter of them kept for the dev probe (names.ambiguous_part)
+            pool = tuple(name for name in pool if ambiguous_part(name) == "train")
         log.info("name substitution: %d pool names (%s), none of the %d evaluation names", len(pool), source,
                  len(excluded))
         if float(spec.get("place_names", 0) or 0) > 0:
@@ -179,7 +182,7 @@ def build_augmentation(cfg: DictConfig) -> Augmentation:
                         mention_mask_following=spec.get("mention_mask_following", DEFAULT_MENTION_MASK_FOLLOWING))
 
 
-SSA_POOLS = ("ssa_train_half", "ambiguous")  # name pools drawn from the SSA names (else a file)
+SSA_POOLS = ("ssa_train_half", *AMBIGUOUS_POOLS)  # name pools drawn from the SSA names (else a file)
 
 
 def ambiguous_pool(cfg: DictConfig, names: tuple[str, ...]) -> list[str]:

@@ -50,6 +50,7 @@ PERSON = "PER"
 # The options; any > 0 switches augmentation on.
 AUGMENT_PROBABILITIES = ("lowercase", "names", "place_names", "entity_mask", "mention_mask", "adversarial")
 DEFAULT_ADVERSARIAL_CONTEXT = 3  # context words a mention needs for adversarial noise (Ghaddar et al. 2021)
+AMBIGUOUS_POOLS = ("ambiguous", "ambiguous_train")  # name pools chosen by augment.ambiguity
 DEFAULT_MENTION_MASK_FOLLOWING = 3  # non-entity words that must follow a mention for it to be masked (ibid.)
 
 
@@ -70,7 +71,7 @@ def effective_augment_options(section: Mapping[str, Any]) -> dict[str, Any]:
     if not values.get("mention_mask"):
         values.pop("mention_mask", None)
         values.pop("mention_mask_following", None)
-    if values.get("name_pool") != "ambiguous":
+    if values.get("name_pool") not in AMBIGUOUS_POOLS:
         values.pop("ambiguity", None)
     return values
 

@@ -8,7 +8,7 @@ import torch
 from omegaconf import OmegaConf
 
 from helpers import compose_config, make_tiny_conll, tiny_train_overrides, write_conll_file
-from nerbias.bias.names import load_names, substitution_pool
+from nerbias.bias.names import ambiguous_part, load_names, substitution_pool
 from nerbias.data.ambiguity import AmbiguityRule, ambiguous_tokens, is_place, place_names
 from nerbias.data.batching import MASKED, NoisySentence, iterate_batches
 from nerbias.data.conll import Sentence, read_conll
@@ -254,6 +254,16 @@ def test_the_ambiguous_pool_is_ambiguous_training_half_names_and_never_an_evalua
     conll_only = compose_config("train", tiny_train_overrides(data) + [
         "augment.names=0.5", "augment.name_pool=ambiguous", "augment.ambiguity.gazetteer=false"])
     assert set(build_augmentation(conll_only).name_pool) == {"Jordan", "Zorabel"} & set(half)
+    training_part = compose_config("train", tiny_train_overrides(data) + ["augment.names=0.5",
+                                                                          "augment.name_pool=ambiguous_train"])
+    assert list(build_augmentation(training_part).name_pool) == [n for n in expected if ambiguous_part(n) == "train"]
+
+
+def test_a_quarter_of_the_names_is_kept_for_the_dev_probe_by_a_hash_of_the_name():
+    names = [f"Name{i}" for i in range(4000)]
+    dev = [n for n in names if ambiguous_part(n) == "dev"]
+    assert 0.22 < len(dev) / len(names) < 0.28
+    assert all(ambiguous_part(n.lower()) == ambiguous_part(n) == ambiguous_part(n.upper()) for n in names[:50])
 
 
 def test_context_on_each_side_counts_the_words_left_and_right_of_the_mention():
