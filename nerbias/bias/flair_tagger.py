@@ -24,6 +24,7 @@ from nerbias.bias.types import BiasSentence, SlotOutcome, outcome_from_spans
 from nerbias.errors import NerbiasError, first_line
 from nerbias.validation import check_key
 from nerbias.fileio import file_fingerprint
+from nerbias.models.tagger import resolve_device
 
 log = logging.getLogger(__name__)
 
@@ -67,16 +68,13 @@ class FlairSlotTagger(SlotTagger):
                  person_types: Sequence[str] = PERSON_TYPES, name: str | None = None, tagger: Any = None):
         Sentence, _ = _flair()
         import flair
-        import torch
 
         check_key("tagger.batch_size", batch_size)
         if tagger is None:
             if model is None:
                 raise NerbiasError("tagger.model: the path of a trained Flair SequenceTagger is required")
             tagger = load_flair_tagger(model)
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        flair.device = torch.device(device)  # Flair keeps its device globally
+        flair.device = resolve_device(device)  # Flair keeps its device globally
         self.tagger = tagger.to(flair.device).eval()
         self._sentence = Sentence
         self.batch_size = int(batch_size)

@@ -36,6 +36,7 @@ import torch
 from nerbias.bias.labels import PERSON, PERSON_TYPES, canonical_tag, word_spans
 from nerbias.bias.tagging import SlotTagger
 from nerbias.bias.types import BiasSentence, SlotOutcome, outcome_from_spans
+from nerbias.models.tagger import resolve_device
 from nerbias.errors import NerbiasError, first_line
 from nerbias.validation import check_key, check_values, one_of
 from nerbias.fileio import file_fingerprint
@@ -122,9 +123,7 @@ class TransformersSlotTagger(SlotTagger):
         self.tokenizer, self.model = loaded if loaded is not None else load_token_classifier(model, revision)
         if not getattr(self.tokenizer, "is_fast", False):
             raise NerbiasError(f"tagger.model={model}: its tokenizer is not a fast tokenizer (word_ids() is needed)")
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        self.device = torch.device(device)
+        self.device = resolve_device(device)
         self.model.to(self.device).eval()
         self.labels = canonical_labels(self.model.config.id2label, person_types)
         begin = [i for i, label in enumerate(self.labels) if label in ("B-PER", "S-PER")]
