@@ -5,8 +5,8 @@ this one), one after the other, and prints each run's wall time and peak RSS (it
 then, table by table, the largest difference of every numeric column between the first run and each
 other (0 where they are identical) and whether the claims family's verdicts agree.
 
-    git worktree add /tmp/old <old commit>
-    .venv/bin/python benchmarks/bench_study.py /tmp/old . [--archive results/mitigation_study]
+    git worktree add ../nerbias-old <old commit>
+    .venv/bin/python benchmarks/bench_study.py ../nerbias-old . [--archive results/mitigation_study]
 
 Nothing else may run meanwhile (two CPU-heavy processes slow each other several times over). The
 processes a run starts itself are one a core (``$NERBIAS_WORKERS`` to change it).
@@ -27,7 +27,7 @@ import pandas as pd
 import psutil
 
 
-def run_study(code: Path, archive: Path, out: Path) -> tuple[float, float, float]:
+def time_study(code: Path, archive: Path, out: Path) -> tuple[float, float, float]:
     """(wall seconds, peak RSS of its processes together, of the largest one; MB) of one ``aggregate.py
     --study``, its process tree sampled every 0.1 s (its workers are not its own children: they come from a
     fork server)."""
@@ -90,7 +90,7 @@ def main() -> None:
             dirty = subprocess.run(["git", "-C", str(code), "status", "--porcelain", "--untracked-files=no"],
                                    capture_output=True, text=True).stdout.strip()
             out = Path(scratch) / str(number)
-            seconds, together, largest = run_study(code.resolve(), args.archive, out)
+            seconds, together, largest = time_study(code.resolve(), args.archive, out)
             print(f"{code} ({commit}{' + changes' if dirty else ''}): {seconds:.0f} s ({seconds / 60:.1f} min), "
                   f"peak RSS {together:.0f} MB, its processes together ({largest:.0f} MB the largest)")
             outputs.append(out)

@@ -153,7 +153,8 @@ def build_augmentation(cfg: DictConfig) -> Augmentation:
     spec = cfg.get("augment") or {}
     pool: tuple[str, ...] = ()
     org_pool: tuple[str, ...] = ()
-    if float(spec.get("names", 0) or 0) > 0 or float(spec.get("place_names", 0) or 0) > 0:
+    place_names = float(spec.get("place_names", 0) or 0)
+    if float(spec.get("names", 0) or 0) > 0 or place_names > 0:
         excluded = [name for path in (spec.get("pool_exclude") or [None]) for name in load_names(path).names]
         source = str(spec.get("name_pool") or "ssa_train_half")
         if source in SSA_POOLS:
@@ -170,11 +171,11 @@ def build_augmentation(cfg: DictConfig) -> Augmentation:
             pool = tuple(name for name in pool if ambiguous_part(name) == "train")
         log.info("name substitution: %d pool names (%s), none of the %d evaluation names", len(pool), source,
                  len(excluded))
-        if float(spec.get("place_names", 0) or 0) > 0:
+        if place_names > 0:
             org_pool = organisation_names(cfg, pool)
     return Augmentation(lowercase=float(spec.get("lowercase", 0) or 0), names=float(spec.get("names", 0) or 0),
                         entity_mask=float(spec.get("entity_mask", 0) or 0), name_pool=pool,
-                        place_names=float(spec.get("place_names", 0) or 0), org_pool=org_pool,
+                        place_names=place_names, org_pool=org_pool,
                         adversarial=float(spec.get("adversarial", 0) or 0),
                         adversarial_context=spec.get("adversarial_context", DEFAULT_ADVERSARIAL_CONTEXT),
                         adversarial_context_per_side=spec.get("adversarial_context_per_side", False),

@@ -268,15 +268,14 @@ def census_figures(study: Study, label: str, n_boot: int, seed: int) -> dict[str
             wrong[condition].append(_type1_by_year(run, *units, run.tables["census_errors"]))
     matrices, _ = units
     totals = {sex: np.asarray(matrix.sum(1)).ravel() for sex, matrix in matrices.items()}
-    conditions = list(wrong)
-    drawn = names_part_replicates(matrices, [wrong[c] for c in conditions], n_boot, seed)
+    drawn = names_part_replicates(matrices, list(wrong.values()), n_boot, seed)
     unit_count = min(matrix.shape[1] for matrix in matrices.values())
     out = {}
-    for condition, runs in study.runs.items():
+    for number, (condition, runs) in enumerate(study.runs.items()):  # wrong's order: the draws' rows
         seeds = seed_ids(runs)
         point = {sex: np.array([float(np.mean((matrix @ errors[sex]) / totals[sex])) for errors in wrong[condition]])
                  for sex, matrix in matrices.items()}
-        names_part = {sex: drawn[sex][conditions.index(condition)] for sex in matrices}  # every seed, drawn units
+        names_part = {sex: drawn[sex][number] for sex in matrices}  # every seed, drawn units
         figures = Figures()
         for key, values, reps, bounds in (
                 ("female_type1_w", point["F"], names_part["F"], (0.0, 1.0)),
