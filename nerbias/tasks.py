@@ -23,25 +23,21 @@ import yaml
 from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from nerbias.bias import census
-from nerbias.bias.names import ambiguous_part, load_names, substitution_pool
+from nerbias.bias import name_pools
+from nerbias.bias.names import load_names
 from nerbias.bias.name_profile import PROFILE_KEYS
 from nerbias.bias.runner import METRICS_KEYS
 from nerbias.bias.statistics import NameStatistics
 from nerbias.bias.tagging import Tagger
 from nerbias.bias.types import corpus_label
 from nerbias.building import build
-from nerbias.data.ambiguity import AmbiguityRule, ambiguous_tokens, conll_type_counts
-from nerbias.data.conll import read_conll
-from nerbias.data.conll2003 import SPLIT_FILES
-from nerbias.errors import NerbiasError
+from nerbias.data.ambiguity import AmbiguityRule
 from nerbias.fileio import (RESOLVED_CONFIG, atomic_write_text, check_writable, config_digest, record_hydra_run,
                             remove_orphans)
 from nerbias.loggers import NullLogger, build_logger, model_artifact_name
 from nerbias.models.bilstm_crf import MODEL_KEYS, TaggerConfig, WordCharEmbedder
 from nerbias.reporting.options import ReportOptions
-from nerbias.training.augment import (AMBIGUOUS_POOLS, DEFAULT_ADVERSARIAL_CONTEXT, DEFAULT_MENTION_MASK_FOLLOWING,
-                                     Augmentation)
+from nerbias.training.augment import DEFAULT_ADVERSARIAL_CONTEXT, DEFAULT_MENTION_MASK_FOLLOWING, Augmentation
 from nerbias.training.build import build_tagger
 from nerbias.training.trainer import (DATA_KEYS, TRAINER_KEYS, Trainer, TrainerSettings, load_data, release_memory,
                                       same_training)
@@ -146,33 +142,18 @@ def validate_config(cfg: DictConfig, overrides: Iterable[str] = ()) -> None:
 
 
 def build_augmentation(cfg: DictConfig) -> Augmentation:
-    """The ``augment`` group as an Augmentation; its name pool (only read when ``augment.names > 0``)
-    is the training half of the SSA first names minus every name of ``augment.pool_exclude``
-    (``ssa_train_half``), only those of it that ``augment.ambiguity`` marks ambiguous (``ambiguous``),
-    or a file of names, one a line, minus the same."""
+    """The ``augment`` group as an Augmentation; its name pool (``augment.name_pool``, read only when
+    names or place names are substituted) is built by ``nerbias.bias.name_pools``."""
     spec = cfg.get("augment") or {}
     pool: tuple[str, ...] = ()
     org_pool: tuple[str, ...] = ()
     place_names = float(spec.get("place_names", 0) or 0)
     if float(spec.get("names", 0) or 0) > 0 or place_names > 0:
-        excluded = [name for path in (spec.get("pool_exclude") or [None]) for name in load_names(path).names]
-        source = str(spec.get("name_pool") or "ssa_train_half")
-        if source in SSA_POOLS:
-            candidates = census.load_ssa(Path(cfg.paths.data_dir) / "ssa_names", progress=False).names.tolist()
-        else:
-            path = Path(source)
-            if not path.is_file():
-                raise NerbiasError(f"augment.name_pool={source}: not one of {', '.join(SSA_POOLS)} and no such file")
-            candidates = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-        pool = tuple(substitution_pool(candidates, excluded, "train" if source in SSA_POOLS else None))
-        if source in AMBIGUOUS_POOLS:
-            pool = tuple(ambiguous_pool(cfg, pool))
-        if source == "ambiguous_train":  # a quarter of them kept for the dev probe (names.ambiguous_part)
-            pool = tuple(name for name in pool if ambiguous_part(name) == "train")
-        log.info("name substitution: %d pool names (%s), none of the %d evaluation names", len(pool), source,
-                 len(excluded))
+        ambiguity = OmegaConf.to_container(spec.get("ambiguity") or {}, resolve=True)
+        pool = name_pools.substitution_names(cfg.paths.data_dir, str(spec.get("name_pool") or "ssa_train_half"),
+                                             list(spec.get("pool_exclude") or [None]), ambiguity)
         if place_names > 0:
-            org_pool = organisation_names(cfg, pool)
+            org_pool = name_pools.organisation_names(cfg.paths.data_dir, pool)
     return Augmentation(lowercase=float(spec.get("lowercase", 0) or 0), names=float(spec.get("names", 0) or 0),
                         entity_mask=float(spec.get("entity_mask", 0) or 0), name_pool=pool,
                         place_names=place_names, org_pool=org_pool,
@@ -181,36 +162,6 @@ def build_augmentation(cfg: DictConfig) -> Augmentation:
                         adversarial_context_per_side=spec.get("adversarial_context_per_side", False),
                         mention_mask=float(spec.get("mention_mask", 0) or 0),
                         mention_mask_following=spec.get("mention_mask_following", DEFAULT_MENTION_MASK_FOLLOWING))
-
-
-SSA_POOLS = ("ssa_train_half", *AMBIGUOUS_POOLS)  # name pools drawn from the SSA names (else a file)
-
-
-def ambiguous_pool(cfg: DictConfig, names: tuple[str, ...]) -> list[str]:
-    """The names that ``augment.ambiguity`` marks ambiguous, judged on CoNLL-03 eng.train of
-    ``paths.data_dir`` (all of it, whatever ``data.max_train_sentences`` says) and the gazetteer."""
-    spec = OmegaConf.to_container(cfg.augment.get("ambiguity") or {}, resolve=True)
-    try:
-        rule = AmbiguityRule.from_mapping(spec)
-    except NerbiasError as error:
-        raise NerbiasError(f"augment.ambiguity: {error}") from None
-    train = Path(cfg.paths.data_dir) / "conll2003" / SPLIT_FILES["train"]
-    pool = ambiguous_tokens(names, read_conll(train), rule)
-    if not pool:
-        raise NerbiasError(f"augment.name_pool=ambiguous: none of the {len(names)} training-half names is ambiguous "
-                           f"under augment.ambiguity={spec} ({train})")
-    log.info("ambiguous names (%s): %d of %d, e.g. %s", rule.describe(), len(pool), len(names), ", ".join(pool[:8]))
-    return pool
-
-
-def organisation_names(cfg: DictConfig, pool: tuple[str, ...]) -> tuple[str, ...]:
-    """The pool's names that CoNLL-03 eng.train types ORG at least once (exact case): those may stand in an
-    organisation's slot (``augment.place_names``)."""
-    train = Path(cfg.paths.data_dir) / "conll2003" / SPLIT_FILES["train"]
-    counts = conll_type_counts(read_conll(train))
-    names = tuple(name for name in pool if counts.get(name, {}).get("ORG", 0) > 0)
-    log.info("pool names typed ORG in CoNLL-03 train: %d, e.g. %s", len(names), ", ".join(names[:8]))
-    return names
 
 
 def bias_evaluation_configs(cfg: DictConfig, checkpoint: Path) -> list[tuple[str, DictConfig]]:

@@ -63,6 +63,7 @@ def _stems(group: str) -> list[str]:
 SHIPPED = (
     [("train", [f"experiment={stem}"]) for stem in _stems("experiment")]
     + [("train", ["experiment=mitigation_study", f"mitigation={stem}"]) for stem in _stems("mitigation")]
+    + [("train", ["experiment=context_selection", f"selection={stem}"]) for stem in _stems("selection")]
     + [("train", [f"{group}={stem}"]) for group in ("embeddings", "model", "trainer", "augment", "logger", "recipe")
        for stem in _stems(group)]
     + [("evaluate", [f"corpus={corpus}", "tagger.path=x"]) for corpus in _stems("corpus")]

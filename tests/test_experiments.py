@@ -17,6 +17,9 @@ EXPERIMENTS = sorted(p.stem for p in (CONFIGS / "experiment").glob("*.yaml"))
 TEMPLATES = ("occupation(0)\tother-participant(1)\tanswer\tsentence\n"
              "nurse\tpatient\t0\tThe $OCCUPATION told the $PARTICIPANT that $NOM_PRONOUN could pay with cash .\n")
 NAMES = "name,group\nMaria,Hispanic Female\nGreg,White Male\nEmily,White Female\nSyedtiastephen,OOV\n"
+# Place-like first names, some in the dev probe's quarter (names.ambiguous_part): Georgia, Adelaide, Camden, Tyler
+PLACE_LIKE_SSA_YEAR = "".join(f"{name},F,5\n" for name in ("Georgia", "Charlotte", "Dallas", "Adelaide", "Camden",
+                                                             "Denver", "Tyler", "Vienna")) + "Tyler,M,5\n"
 CENSUS_YEAR = "Emily,F,30\nMaria,F,20\nPeter,F,2\nGreg,M,25\nJohn,M,10\nMaria,M,3\n"
 TINY = ["logger=none", "data.verify_sizes=false", "trainer.max_epochs=1", "trainer.device=cpu",
         "model.lstm_hidden=8", "model.char_filters=4", "model.char_dim=4", "data.max_train_sentences=60",
@@ -54,7 +57,7 @@ def test_experiment_runs_in_smoke_size(experiment, tmp_path):
     if probe.get("bias_eval"):
         # The corpora are the corpus group's own configs, composed into bias_eval.corpora.
         overrides += [f"bias_eval.corpora.{name}.names={tmp_path / 'names.csv'}"
-                      for name in probe.bias_eval.corpora if name != "census"]
+                      for name in probe.bias_eval.corpora if name not in ("census", "dev_probe")]
         for name in probe.bias_eval.corpora:  # the name corpora: winogender, insitu (and their OOV-set twins)
             if name.startswith("winogender"):
                 overrides += [f"bias_eval.corpora.{name}.sample=24", f"bias_eval.corpora.{name}.expected_templates=null"]
@@ -69,10 +72,19 @@ def test_experiment_runs_in_smoke_size(experiment, tmp_path):
     if probe.get("bias_eval") and probe.bias_eval.get("report"):
         overrides += ["bias_eval.report.n_boot=50", "bias_eval.report.n_permutations=99",
                       "bias_eval.report.census_boot=20"]
+    if probe.get("bias_eval") and "dev_probe" in probe.bias_eval.corpora:  # its names: place-like SSA names
+        (data_dir / "ssa_names").mkdir()
+        for year in range(1880, 2019):
+            (data_dir / "ssa_names" / f"yob{year}.txt").write_text(PLACE_LIKE_SSA_YEAR)
+        overrides += ["bias_eval.corpora.dev_probe.verify_sizes=false"]
     cfg = compose_config("train", overrides)
     run_training(cfg, out)
     assert 0 <= json.loads((out / "metrics.json").read_text())["metrics"]["test_f1"] <= 1
-    if probe.get("bias_eval"):
+    if probe.get("bias_eval") and "dev_probe" in probe.bias_eval.corpora:
+        assert sorted(p.name for p in (out / "bias").iterdir()) == ["dev_probe"]  # no bias corpus is computed
+        recall = json.loads((out / "bias" / "dev_probe" / "metrics.json").read_text())["metrics"]
+        assert 0 <= recall["dev_probe/mean_recall"] <= 1 and recall["dev_probe/mentions_PER"] > 0
+    elif probe.get("bias_eval"):
         for name in ("winogender", "winogender_lower", "insitu", "insitu_lower"):
             groups = pd.read_csv(out / "bias" / name / "per_group.csv")
             assert {"White Male", "OOV"} <= set(groups["group"])

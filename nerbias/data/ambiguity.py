@@ -121,6 +121,10 @@ AMBIGUITY_RULES: dict[str, Rule] = {
                   f"a non-empty list of {', '.join(TOKEN_TYPES)}")}
 
 
+# The name pools made of the names an AmbiguityRule marks (nerbias.bias.name_pools; augment.name_pool).
+AMBIGUOUS_POOLS = ("ambiguous", "ambiguous_train")
+
+
 @dataclass(frozen=True)
 class AmbiguityRule:
     """When a name counts as ambiguous (see the module docstring); the default: typed LOC, ORG or MISC

@@ -41,6 +41,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from nerbias.data.ambiguity import AMBIGUOUS_POOLS
 from nerbias.data.batching import MASKED, NoisySentence
 from nerbias.data.conll import ENTITY_TYPES, Sentence, lowercased
 from nerbias.errors import NerbiasError
@@ -50,7 +51,6 @@ PERSON = "PER"
 # The options; any > 0 switches augmentation on.
 AUGMENT_PROBABILITIES = ("lowercase", "names", "place_names", "entity_mask", "mention_mask", "adversarial")
 DEFAULT_ADVERSARIAL_CONTEXT = 3  # context words a mention needs for adversarial noise (Ghaddar et al. 2021)
-AMBIGUOUS_POOLS = ("ambiguous", "ambiguous_train")  # name pools chosen by augment.ambiguity
 DEFAULT_MENTION_MASK_FOLLOWING = 3  # non-entity words that must follow a mention for it to be masked (ibid.)
 
 

@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 
 from helpers import ROOT, compose_config
 from nerbias.bias.benchmarks import CensusBenchmark, NameSubstitutionBenchmark, ProbesBenchmark
+from nerbias.bias.dev_probe import DevProbeBenchmark
 from nerbias.bias.published import PublishedPredictions
 from nerbias.bias.tagging import SlotTagger
 from nerbias.bias.types import SlotOutcome
@@ -39,7 +40,8 @@ def first_letter_tagger(**_):
 
 @pytest.mark.parametrize("corpus,benchmark", [("winogender", NameSubstitutionBenchmark),
                                               ("insitu", NameSubstitutionBenchmark), ("probes", ProbesBenchmark),
-                                              ("census", CensusBenchmark), ("conll2003", Conll2003Benchmark)])
+                                              ("census", CensusBenchmark), ("conll2003", Conll2003Benchmark),
+                                              ("dev_probe", DevProbeBenchmark)])
 def test_each_corpus_yaml_names_its_benchmark_class(corpus, benchmark):
     cfg = compose_config("evaluate", [f"corpus={corpus}", "tagger.path=x"])
     built = tasks.build_benchmark(cfg)

@@ -87,14 +87,13 @@ def test_pool_names_go_into_single_token_places_and_organisations_only():
 
 
 def test_the_organisation_names_are_the_pool_names_conll_train_types_org(tmp_path):
-    from nerbias.tasks import organisation_names
+    from nerbias.bias.name_pools import organisation_names
 
     train = tmp_path / "conll2003" / "eng.train"
     train.parent.mkdir()
     train.write_text("Chelsea NNP I-NP I-ORG\nbeat VBD I-VP O\nSofia NNP I-NP I-LOC\n. . O O\n\n"
                      "Victoria NNP I-NP I-PER\nleft VBD I-VP O\n. . O O\n")
-    cfg = compose_config("train", [f"paths.data_dir={tmp_path}"])
-    assert organisation_names(cfg, ("Sofia", "Chelsea", "Victoria")) == ("Chelsea",)
+    assert organisation_names(tmp_path, ("Sofia", "Chelsea", "Victoria")) == ("Chelsea",)
 
 
 def test_the_pool_avoids_every_evaluation_name_and_its_halves_are_disjoint():

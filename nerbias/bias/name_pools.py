@@ -1,0 +1,92 @@
+"""The names that training substitutes, and the place-like names the dev probe keeps from it.
+
+Every pool starts from the SSA first names (``<data_dir>/ssa_names``) minus every name of the
+evaluation lists (``exclude``, compared case-insensitively), and keeps the hash-chosen training half
+(``names.substitution_pool``; the other half is the census benchmark's unseen names):
+
+- ``ssa_train_half``: all of it;
+- ``ambiguous``: only the names the ambiguity rule marks as also places or organisations, judged on
+  CoNLL-03 eng.train and the gazetteer (``nerbias.data.ambiguity``);
+- ``ambiguous_train``: those, less one in four (``names.ambiguous_part``), which are kept for
+  ``dev_probe_names``: place-like names neither training nor any evaluation list uses (issue 45);
+- any other value: a text file of names, one a line, minus the same evaluation names.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from nerbias.bias import census
+from nerbias.bias.names import ambiguous_part, load_names, substitution_pool
+from nerbias.data.ambiguity import AMBIGUOUS_POOLS, AmbiguityRule, ambiguous_tokens, conll_type_counts
+from nerbias.data.conll import read_conll
+from nerbias.data.conll2003 import SPLIT_FILES
+from nerbias.errors import NerbiasError
+
+log = logging.getLogger(__name__)
+
+SSA_POOLS = ("ssa_train_half", *AMBIGUOUS_POOLS)
+
+
+def excluded_names(lists: Sequence[str | None]) -> list[str]:
+    """Every name of the given name lists (CSV; ``None``: the packaged Mishra et al. list)."""
+    return [name for path in (lists or [None]) for name in load_names(path).names]
+
+
+def substitution_names(data_dir: str | Path, source: str, exclude: Sequence[str | None] = (None,),
+                       ambiguity: Mapping[str, Any] | None = None, node: str = "augment.") -> tuple[str, ...]:
+    """The pool ``source`` names (see the module docstring), sorted; errors name the config keys under ``node``."""
+    excluded = excluded_names(exclude)
+    if source in SSA_POOLS:
+        candidates = census.load_ssa(Path(data_dir) / "ssa_names", progress=False).names.tolist()
+    else:
+        path = Path(source)
+        if not path.is_file():
+            raise NerbiasError(f"{node}name_pool={source}: not one of {', '.join(SSA_POOLS)} and no such file")
+        candidates = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    pool = substitution_pool(candidates, excluded, "train" if source in SSA_POOLS else None)
+    if source in AMBIGUOUS_POOLS:
+        pool = ambiguous_names(data_dir, pool, ambiguity, node)
+    if source == "ambiguous_train":
+        pool = [name for name in pool if ambiguous_part(name) == "train"]
+    log.info("name pool %s: %d names, none of the %d evaluation names", source, len(pool), len(excluded))
+    return tuple(pool)
+
+
+def dev_probe_names(data_dir: str | Path, exclude: Sequence[str | None] = (None,),
+                    ambiguity: Mapping[str, Any] | None = None, node: str = "corpus.") -> tuple[str, ...]:
+    """The quarter of the ``ambiguous`` pool that ``ambiguous_train`` leaves out: place-like names for
+    choosing training options on dev data, unseen by training with that pool and by every evaluation."""
+    pool = [name for name in substitution_names(data_dir, "ambiguous", exclude, ambiguity, node)
+            if ambiguous_part(name) == "dev"]
+    if not pool:
+        raise NerbiasError("the dev probe has no names: no ambiguous training-half name falls in the dev quarter")
+    return tuple(pool)
+
+
+def ambiguous_names(data_dir: str | Path, names: Sequence[str], ambiguity: Mapping[str, Any] | None,
+                    node: str = "augment.") -> list[str]:
+    """The ``names`` that the rule ``ambiguity`` marks ambiguous, judged on all of CoNLL-03 eng.train of
+    ``data_dir`` and the gazetteer."""
+    try:
+        rule = AmbiguityRule.from_mapping(ambiguity)
+    except NerbiasError as error:
+        raise NerbiasError(f"{node}ambiguity: {error}") from None
+    train = Path(data_dir) / "conll2003" / SPLIT_FILES["train"]
+    pool = ambiguous_tokens(names, read_conll(train), rule)
+    if not pool:
+        raise NerbiasError(f"{node}name_pool=ambiguous: none of the {len(names)} training-half names is ambiguous "
+                           f"under {node}ambiguity={dict(ambiguity or {})} ({train})")
+    log.info("ambiguous names (%s): %d of %d, e.g. %s", rule.describe(), len(pool), len(names), ", ".join(pool[:8]))
+    return pool
+
+
+def organisation_names(data_dir: str | Path, pool: Sequence[str]) -> tuple[str, ...]:
+    """The pool's names that CoNLL-03 eng.train types ORG at least once (exact case): those may stand in an
+    organisation's slot (``augment.place_names``)."""
+    counts = conll_type_counts(read_conll(Path(data_dir) / "conll2003" / SPLIT_FILES["train"]))
+    names = tuple(name for name in pool if counts.get(name, {}).get("ORG", 0) > 0)
+    log.info("pool names typed ORG in CoNLL-03 train: %d, e.g. %s", len(names), ", ".join(names[:8]))
+    return names
