@@ -54,6 +54,43 @@ def test_a_wrong_import_breaks_a_contract(package_copy, module, bad_import, cont
     assert "BROKEN" in result.stdout and contract in result.stdout, result.stdout
 
 
+def import_cycles(package: str) -> list[list[str]]:
+    """The groups of modules that import one another in a circle, imports inside functions included
+    (grimp reads every import statement; Tarjan's strongly connected components)."""
+    import grimp
+
+    graph = grimp.build_graph(package, cache_dir=None)
+    edges = {module: graph.find_modules_directly_imported_by(module) for module in graph.modules}
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(module: str) -> None:
+        order[module] = low[module] = len(order)
+        stack.append(module)
+        for imported in edges[module]:
+            if imported not in order:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in stack:
+                low[module] = min(low[module], order[imported])
+        if low[module] == order[module]:
+            group = stack[stack.index(module):]
+            del stack[stack.index(module):]
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for module in sorted(edges):
+        if module not in order:
+            visit(module)
+    return cycles
+
+
+def test_no_modules_import_each_other_in_a_circle():
+    assert import_cycles("nerbias") == []
+
+
 def test_no_module_is_too_long():
     long = {str(p.relative_to(ROOT)): n for p in (ROOT / "nerbias").rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}

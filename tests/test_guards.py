@@ -10,11 +10,10 @@ import os
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
-from helpers import compose_config, make_tiny_conll, run_script, tiny_train_overrides
+from helpers import compose_config, run_script, tiny_train_overrides
 from nerbias.bias.census import read_ssa
 from nerbias.bias.corpora import WinogenderCorpus
 from nerbias.bias.names import load_names

@@ -16,6 +16,7 @@ import torch
 
 from nerbias.errors import CheckpointError, NerbiasError
 from nerbias.fileio import atomic_path
+from nerbias.models.bilstm_crf import word_char_spec
 
 FORMAT = "nerbias-checkpoint"
 # 4: each vocabulary is stored as one newline-joined string (weights_only unpickling of a 400k-item list
@@ -25,6 +26,9 @@ FORMAT = "nerbias-checkpoint"
 VERSION = 4
 # Version-1 weights sat beside the BiLSTM: words., chars. (word + char models), token_encoder. (ELMo).
 WORD_VECTORS_KEY = "embedder.words.weight"  # the word table in model_state (word + char models)
+# The ELMo embedder's factory as version-3 files name it (elmo.ELMO_EMBEDDER): the migration writes that format, and
+# this module stays below elmo.py, which loads its pretrained language models through load_checkpoint.
+V3_ELMO_EMBEDDER = "nerbias.models.elmo.elmo_embedder"
 _V1_PREFIXES = (("words.", "embedder.words."), ("chars.", "embedder.chars."), ("token_encoder.", "embedder."))
 
 
@@ -46,13 +50,10 @@ def _migrate_v1(payload: dict[str, Any]) -> dict[str, Any]:
 def _migrate_v2(payload: dict[str, Any]) -> dict[str, Any]:
     """Add a version-2 tagger's ``embedder`` spec: its ``model_config`` held the ELMo options under
     ``elmo`` (written there by the ELMo source), else the word + character embedder's options."""
-    from nerbias.models.bilstm_crf import word_char_spec
-    from nerbias.models.elmo import ELMO_EMBEDDER
-
     config = payload.get("model_config")
     if isinstance(config, dict) and "embedder" not in payload:  # a tagger (pretrain_lm.py's lm.pt has no model_config)
         elmo = config.get("elmo")
-        spec = ({"_target_": ELMO_EMBEDDER, "options": elmo["options"], "freeze_lm": bool(elmo.get("freeze_lm", False)),
+        spec = ({"_target_": V3_ELMO_EMBEDDER, "options": elmo["options"], "freeze_lm": bool(elmo.get("freeze_lm", False)),
                  "dropout": float(elmo.get("dropout", 0.0))} if elmo else word_char_spec(config))
         payload = {**payload, "embedder": spec}
     return {**payload, "version": 3}

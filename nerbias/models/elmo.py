@@ -42,6 +42,7 @@ from nerbias.data.elmo_chars import (
     char_ids_mask,
 )
 from nerbias.errors import DataFormatError, NerbiasError
+from nerbias.models.checkpoint import load_checkpoint
 
 __all__ = [
     "ELMO_SIZES", "Highway", "ScalarMix", "ProjectedLstm", "ElmoCharacterEncoder", "ElmoBiLM", "ElmoTokenEncoder",
@@ -384,8 +385,6 @@ def elmo_embedder(words: Any, chars: Any, options: Mapping[str, Any], freeze_lm:
 
 def _pretrained_lm(path: str | Path) -> tuple[dict[str, Any], dict[str, Tensor]]:
     """The options and weights of a biLM saved by ``pretrain_lm.py`` (``lm.pt``, loads with weights_only)."""
-    from nerbias.models.checkpoint import load_checkpoint
-
     payload = load_checkpoint(path)
     if payload.get("kind") != "elmo-lm":
         raise NerbiasError(f"{path}: not a language model saved by pretrain_lm.py")

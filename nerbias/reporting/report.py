@@ -35,7 +35,7 @@ from nerbias.reporting.group_effects import MIN_NAMES, group_contrasts, group_ef
 from nerbias.reporting.figures import (
     checkpoint_name_vectors, plot_census_bands, plot_census_gap, plot_ecdf_grid, plot_group_accuracy, plot_name_tsne,
 )
-from nerbias.reporting.options import REPORT_RULES, ReportOptions  # noqa: F401 (older imports of these names)
+from nerbias.reporting.options import ReportOptions
 from nerbias.reporting.census_uncertainty import (
     CENSUS_MEASURES, bootstrap_census, census_gap_summary, permutation_census,
 )

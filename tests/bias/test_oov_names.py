@@ -6,7 +6,6 @@ from __future__ import annotations
 import runpy
 from pathlib import Path
 
-import pytest
 
 from nerbias.bias.names import OOV_NAMES_PATH, load_names
 

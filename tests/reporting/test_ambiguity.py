@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from helpers import compose_config, make_tiny_conll, write_conll_file, write_ssa
-from nerbias.bias.name_profile import attach_profile, main as profile_main, profile_frame
+from nerbias.bias.name_profile import attach_profile, main as profile_main
 from nerbias.bias.names import load_names
 from nerbias.bias.probes import PairedProbes, load_probe_templates, probe_tables
 from nerbias.bias.runner import count_outcomes
