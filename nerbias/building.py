@@ -4,7 +4,7 @@ A group's config also holds settings that other code reads (``kind`` labels runs
 a corpus's ``sample``, ``shard`` and ``batch_size`` steer the evaluation loop), so ``build``
 passes the target only the keys that are its parameters, plus what the caller adds at run
 time (a name list, the run's config). Those other keys are declared by the code that reads them
-(``tasks.config_reads``), and ``validation.check_config_keys`` stops a run before any work at a
+(``tasks.configuration.config_reads``), and ``validation.check_config_keys`` stops a run before any work at a
 key that is neither a parameter nor declared, so nothing ``build`` leaves out goes unread.
 """
 

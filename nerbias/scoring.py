@@ -117,7 +117,7 @@ def score_splits(tagger: NerTagger, splits: dict[str, list[Sentence]], batch_siz
     return metrics
 
 
-# What the CoNLL-03 benchmark reads from its corpus node (validation.check_config_keys, via tasks.config_reads).
+# What the CoNLL-03 benchmark reads from its corpus node (validation.check_config_keys, via tasks.configuration.config_reads).
 CONLL_KEYS = ("name", "paper", "benchmark", "data_dir", "splits", "lowercase_splits", "verify_sizes")
 
 

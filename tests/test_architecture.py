@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -95,6 +96,14 @@ def test_no_module_is_too_long():
     long = {str(p.relative_to(ROOT)): n for p in (ROOT / "nerbias").rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
     assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
+
+
+def test_the_readme_is_a_front_door():
+    """The two commands, what the toolkit does, headline lines and links; reference material lives in docs/."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) < 120, f"README.md has {len(lines)} lines"
+    for link in re.findall(r"\]\((docs/[^)#]+)", "\n".join(lines)):
+        assert (ROOT / link).is_file(), link
 
 
 def test_nothing_edits_sys_path():

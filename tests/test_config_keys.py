@@ -11,9 +11,9 @@ from omegaconf import OmegaConf
 from helpers import CONFIGS, ROOT, SHIPPED, compose_config, run_script
 from nerbias import scoring
 from nerbias.bias import runner
-from nerbias.tasks import config_reads
+from nerbias.tasks.configuration import config_reads
 from nerbias.training import trainer
-from nerbias import tasks
+from nerbias.tasks import configuration
 from nerbias.validation import ConfigError, check_config_keys
 
 
@@ -98,13 +98,13 @@ SOURCES = "\n".join(path.read_text(encoding="utf-8") for path in
 
 @pytest.mark.parametrize("declared", [
     "trainer.DATA_KEYS", "trainer.TRAINER_KEYS", "runner.CORPUS_LOOP_KEYS", "runner.CENSUS_KEYS",
-    "runner.METRICS_KEYS", "tasks.AUGMENT_KEYS", "scoring.CONLL_KEYS", "tasks.BIAS_EVAL_KEYS", "tasks.PATHS_KEYS",
-    "tasks.TOP_LEVEL_KEYS"])
+    "runner.METRICS_KEYS", "configuration.AUGMENT_KEYS", "scoring.CONLL_KEYS", "configuration.BIAS_EVAL_KEYS",
+    "configuration.PATHS_KEYS", "configuration.TOP_LEVEL_KEYS"])
 def test_every_declared_key_is_read_somewhere(declared):
     """A declaration is no licence for a dead key: each declared key is read in the package (an attribute,
     a get, a subscript) or by an interpolation of a config file."""
     module, name = declared.split(".")
-    keys = getattr({"trainer": trainer, "runner": runner, "tasks": tasks, "scoring": scoring}[module], name)
+    keys = getattr({"trainer": trainer, "runner": runner, "configuration": configuration, "scoring": scoring}[module], name)
     read = r"(\.|\[\"|\.get\(\"|\$\{|oc\.select:)%s\b|\b%s="  # .key ["key .get("key ${key oc.select:key key=
     unread = [key for key in keys if not re.search(read % (re.escape(key), re.escape(key)), SOURCES)]
     assert not unread, f"{declared}: nothing reads {unread}"

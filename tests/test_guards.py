@@ -24,7 +24,7 @@ from nerbias.errors import CheckpointError, DataFormatError, NerbiasError
 from nerbias.fileio import atomic_write_text, check_writable, remove_orphans
 from nerbias.models.checkpoint import load_checkpoint, save_checkpoint
 from nerbias.models.tagger import NerTagger
-from nerbias.tasks import validate_config
+from nerbias.tasks.configuration import validate_config
 from nerbias.validation import ConfigError, validate
 
 # ------------------------------------------------------------------------------------ embeddings

@@ -12,7 +12,7 @@ from helpers import CONFIGS, compose_config
 from nerbias.bias.census import select_names
 from nerbias.bias.names import load_names, substitution_pool
 from nerbias.errors import NerbiasError
-from nerbias.tasks import _finished_evaluation
+from nerbias.training.finished import finished_evaluation
 
 CONDITIONS = {  # condition -> (embeddings.debias, augment.lowercase, augment.names, augment.entity_mask,
     #                          embeddings.normalize, augment.adversarial, augment.name_pool)
@@ -85,10 +85,10 @@ def test_census_heldout_names_are_exactly_those_substitution_never_draws():
 
 def test_a_finished_evaluation_is_kept_only_with_the_same_settings(tmp_path):
     (tmp_path / "config_resolved.yaml").write_text("corpus: {sample: 10}\n")
-    assert _finished_evaluation(tmp_path, "corpus: {sample: 10}\n") is None  # no results yet: redo
+    assert finished_evaluation(tmp_path, "corpus: {sample: 10}\n") is None  # no results yet: redo
     (tmp_path / "metrics.json").write_text(json.dumps({"metrics": {"winogender/ALL/accuracy": 0.5}}))
-    assert _finished_evaluation(tmp_path, "corpus: {sample: 10}\n") == {"winogender/ALL/accuracy": 0.5}
-    assert _finished_evaluation(tmp_path, "corpus: {sample: 20}\n") is None  # other settings: redo
+    assert finished_evaluation(tmp_path, "corpus: {sample: 10}\n") == {"winogender/ALL/accuracy": 0.5}
+    assert finished_evaluation(tmp_path, "corpus: {sample: 20}\n") is None  # other settings: redo
 
 
 def test_a_census_name_subset_typo_stops_before_training():
@@ -105,7 +105,7 @@ def _finish_job_on_disk(cfg, run_dir) -> dict:
     """What a finished sweep job leaves, without its checkpoints (as a study archive restores it)."""
     import yaml
     from omegaconf import OmegaConf
-    from nerbias.tasks import bias_evaluation_configs
+    from nerbias.tasks.evaluations import bias_evaluation_configs
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config_resolved.yaml").write_text(yaml.safe_dump(OmegaConf.to_container(cfg, resolve=True),
                                                                  sort_keys=False))
@@ -121,7 +121,7 @@ def _finish_job_on_disk(cfg, run_dir) -> dict:
 
 
 def test_a_finished_job_is_kept_without_its_checkpoints_only_when_every_part_is_there(tmp_path):
-    from nerbias.tasks import finished_job
+    from nerbias.tasks.evaluations import finished_job
     run_dir = tmp_path / "baseline-seed1"
     overrides = ["experiment=mitigation_study", "logger=none", "seed=1", f"paths.output_dir={run_dir}",
                  "trainer.resume=true"]

@@ -16,7 +16,7 @@ from nerbias.bias.statistics import NameStatistics
 from nerbias.models.bilstm_crf import TaggerConfig, build_char_encoder
 from nerbias.models.embedders import WordVectors
 from nerbias.reporting.report import ReportOptions
-from nerbias.tasks import VALUE_OWNERS, validate_config
+from nerbias.tasks.configuration import VALUE_OWNERS, validate_config
 from nerbias.training.augment import Augmentation
 from nerbias.training.trainer import TrainerSettings
 from nerbias.validation import POSITIVE_INTEGER, RULES, ConfigError, check_config_values, check_values, validate

@@ -9,7 +9,7 @@ with one entry point, ``evaluate(tagger, output_dir, logger) -> metrics``.
 CoNLL-03 is ``scoring.Conll2003Benchmark`` (scoring lies above nothing in ``bias``). A benchmark is built
 with the evaluation's config (``corpus``, ``metrics``, ``name_profile``, the shard settings) and reads of
 its corpus node the keys it declares (``CORPUS_KEYS``, besides the node's ``_target_`` parameters:
-``validation.check_config_keys`` through ``tasks.config_reads``). It asks the tagger for what it needs
+``validation.check_config_keys`` through ``tasks.configuration.config_reads``). It asks the tagger for what it needs
 (``slot_tagger``, ``census_labeller``, ``identity``) and never tests its type. Outputs: ``bias.runner``.
 """
 

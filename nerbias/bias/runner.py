@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 # What the benchmarks read from a corpus node besides its ``_target_``'s parameters (each benchmark
 # class's CORPUS_KEYS): the evaluation loop's settings (the census, built by no target, lists all of its
 # own), and the statistics' settings (``metrics``; the name profile join's are name_profile.PROFILE_KEYS):
-# validation.check_config_keys, through tasks.config_reads.
+# validation.check_config_keys, through tasks.configuration.config_reads.
 CORPUS_LOOP_KEYS = ("name", "paper", "benchmark", "batch_size", "sample", "seed", "shard", "num_shards")
 CENSUS_KEYS = ("name", "paper", "benchmark", "batch_size", "ssa", "first_year", "last_year", "template", "lowercase",
                "partial_person_is_person", "names", "pool_exclude")

@@ -1,6 +1,6 @@
 """A study's results without its checkpoints: a small copy of a sweep that can be committed beside the
 code, read by ``aggregate.py --study``, and restored into a sweep directory, whose finished jobs a rerun
-then keeps (``tasks.finished_job``) instead of training them again.
+then keeps (``tasks.evaluations.finished_job``) instead of training them again.
 
 ``pack`` copies every job that finished training (its ``metrics.json`` holds ``test_f1``) and, in it,
 every finished bias evaluation (a folder with ``metrics.json``). It leaves out what is large or not

@@ -22,6 +22,8 @@ from nerbias.fileio import RESOLVED_CONFIG
 from nerbias.loggers import NullLogger
 from nerbias.scoring import Conll2003Benchmark
 from nerbias import tasks
+from nerbias.tasks import evaluations
+from nerbias.training import finished
 
 
 class FirstLetterTagger(SlotTagger):
@@ -44,7 +46,7 @@ def first_letter_tagger(**_):
                                               ("dev_probe", DevProbeBenchmark)])
 def test_each_corpus_yaml_names_its_benchmark_class(corpus, benchmark):
     cfg = compose_config("evaluate", [f"corpus={corpus}", "tagger.path=x"])
-    built = tasks.build_benchmark(cfg)
+    built = evaluations.build_benchmark(cfg)
     assert type(built) is benchmark and callable(built.evaluate)
 
 
@@ -63,12 +65,12 @@ def test_a_benchmark_asks_the_tagger_and_says_what_it_lacks(tmp_path):
 
 def test_a_saved_config_of_the_evaluate_functions_reads_as_the_same_evaluation(tmp_path):
     """Bias evaluations finished before corpora were benchmark classes saved ``corpus.evaluate`` (a partial of
-    a function); a resumed training run keeps them (tasks._finished_evaluation), and only them."""
+    a function); a resumed training run keeps them (training.finished.finished_evaluation), and only them."""
     legacy = {"NameSubstitutionBenchmark": "nerbias.bias.runner.evaluate_names",
               "CensusBenchmark": "nerbias.bias.runner.evaluate_census",
               "ProbesBenchmark": "nerbias.bias.runner.evaluate_probes"}
     cfg = compose_config("train", ["experiment=mitigation_study", "logger=none", f"paths.output_dir={tmp_path}"])
-    runs = tasks.bias_evaluation_configs(cfg, tmp_path / "best.pt")
+    runs = evaluations.bias_evaluation_configs(cfg, tmp_path / "best.pt")
     assert {label for label, _ in runs} >= {"winogender", "insitu_lower", "census"}
     for label, eval_cfg in runs:
         text = yaml.safe_dump(OmegaConf.to_container(eval_cfg), sort_keys=False)
@@ -78,15 +80,15 @@ def test_a_saved_config_of_the_evaluate_functions_reads_as_the_same_evaluation(t
         config["corpus"] = {("evaluate" if key == "benchmark" else key): (old if key == "benchmark" else value)
                             for key, value in corpus.items()}
         saved = yaml.safe_dump(config, sort_keys=False)
-        assert saved != text and tasks.current_config_text(saved) == text
+        assert saved != text and finished.current_config_text(saved) == text
         run_dir = tmp_path / label
         run_dir.mkdir()
         (run_dir / RESOLVED_CONFIG).write_text(saved)
         (run_dir / "metrics.json").write_text(json.dumps({"metrics": {"m": 1.0}}))
-        assert tasks._finished_evaluation(run_dir, text) == {"m": 1.0}
+        assert finished.finished_evaluation(run_dir, text) == {"m": 1.0}
         config["corpus"]["batch_size"] = 7
         (run_dir / RESOLVED_CONFIG).write_text(yaml.safe_dump(config, sort_keys=False))
-        assert tasks._finished_evaluation(run_dir, text) is None  # other settings: redone
+        assert finished.finished_evaluation(run_dir, text) is None  # other settings: redone
 
 
 def _doc_block(language: str, after: str) -> str:

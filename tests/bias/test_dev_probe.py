@@ -10,7 +10,6 @@ import pandas as pd
 import pytest
 
 from helpers import compose_config, make_tiny_conll, write_conll_file
-from nerbias import tasks
 from nerbias.bias.dev_probe import DevProbe, DevProbeBenchmark, score_probe
 from nerbias.bias.name_pools import dev_probe_names, substitution_names
 from nerbias.bias.names import ambiguous_part, load_names, substitution_pool
@@ -20,6 +19,7 @@ from nerbias.data.ambiguity import is_place
 from nerbias.data.conll import read_conll
 from nerbias.errors import NerbiasError
 from nerbias.loggers import NullLogger
+from nerbias.tasks.evaluations import build_benchmark
 
 PLACE_LIKE = ["Georgia", "Charlotte", "Dallas", "Savannah", "Brooklyn", "Chelsea", "Adelaide", "Alexandria", "Camden",
               "Denver", "Houston", "Lincoln", "Marion", "Sydney", "Tyler", "Vienna", "Warren", "Jackson", "Troy"]
@@ -130,7 +130,7 @@ def test_the_benchmark_writes_the_table_and_metrics_of_the_probe_it_builds_from_
     data = write_probe_data(tmp_path)
     cfg = compose_config("evaluate", ["corpus=dev_probe", "tagger.path=x", f"paths.data_dir={data}",
                                       "corpus.verify_sizes=false", "corpus.seed=5"])
-    benchmark = tasks.build_benchmark(cfg)
+    benchmark = build_benchmark(cfg)
     assert isinstance(benchmark, DevProbeBenchmark)
     out = tmp_path / "out"
     out.mkdir()
@@ -153,4 +153,4 @@ def test_a_bad_ambiguity_rule_in_the_corpus_node_is_named(tmp_path):
     cfg = compose_config("evaluate", ["corpus=dev_probe", "tagger.path=x", f"paths.data_dir={data}",
                                       "corpus.verify_sizes=false", "+corpus.ambiguity.min_typd=2"])
     with pytest.raises(NerbiasError, match=r"^corpus\.ambiguity: ambiguity rule: unknown key\(s\) \['min_typd'\]"):
-        tasks.build_benchmark(cfg)  # on building, before any data is read
+        build_benchmark(cfg)  # on building, before any data is read

@@ -21,7 +21,7 @@ from nerbias.models.checkpoint import FORMAT, atomic_path, save_checkpoint
 from nerbias.models.elmo import ELMO_EMBEDDER, ElmoBiLM, ElmoTokenEncoder, elmo_options
 from nerbias.models.embedders import ElmoEmbeddings, WordVectors
 from nerbias.models.tagger import NerTagger, emissions_for
-from nerbias.tasks import build_augmentation
+from nerbias.tasks.configuration import build_augmentation
 from nerbias.training.build import build_tagger
 from nerbias.training.trainer import load_data
 from test_elmo import write_official_elmo

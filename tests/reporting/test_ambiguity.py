@@ -283,7 +283,7 @@ def test_census_type2_split_by_sex_and_ambiguity_by_hand():
 
 def test_profile_and_rule_settings_are_checked_before_any_work(tmp_path):
     from nerbias.reporting.report import ReportOptions
-    from nerbias.tasks import bias_evaluation_configs
+    from nerbias.tasks.evaluations import bias_evaluation_configs
     from nerbias.validation import ConfigError, validate
 
     with pytest.raises(ConfigError, match="name_profile.enabled"):

@@ -255,14 +255,6 @@ def test_conll_f1_is_one_claim_per_condition_from_any_corpus_that_holds_the_cond
         (low, high, expected.pvalue), rel=1e-9)
 
 
-def test_restating_the_claims_from_a_folder_without_the_study_tables_is_one_line_exit_2(tmp_path):
-    from helpers import run_script
-    result = run_script("scripts/restate_claims.py", [str(tmp_path)])
-    assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr.startswith(f"error: {tmp_path / 'claims.csv'}, ") and "not found" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
-
-
 def test_adding_a_run_of_one_condition_leaves_the_other_conditions_rows_as_they_were(tmp_path):
     """The seed multipliers of every (side, seed number) have their own generator: a sweep that finishes
     another job of `mask` must not move `names`'s intervals against the baseline (it did, by about 0.003 at

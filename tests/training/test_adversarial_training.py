@@ -183,7 +183,8 @@ def test_noise_vectors_survive_a_checkpoint_round_trip_and_old_checkpoints_still
 def test_adversarial_training_runs_and_checkpoints_its_noise_vectors(tiny_data_dir, tmp_path):
     """End to end on the tiny fixture (resuming a killed adversarial run: tests/training/test_trainer.py)."""
     from nerbias.building import build
-    from nerbias.tasks import build_augmentation, run_training
+    from nerbias.tasks import run_training
+    from nerbias.tasks.configuration import build_augmentation
 
     from nerbias.training.build import build_tagger
     from nerbias.training.trainer import load_data
@@ -236,7 +237,7 @@ def write_ssa(folder, names):
 
 
 def test_the_ambiguous_pool_is_ambiguous_training_half_names_and_never_an_evaluation_name(tmp_path):
-    from nerbias.tasks import build_augmentation
+    from nerbias.tasks.configuration import build_augmentation
 
     evaluation = load_names().names
     others = ["Florence", "Georgia", "Austin", "Charlotte", "Madison", "Jordan", "Berlin", "Dakota", "Lakeisha",
@@ -338,7 +339,7 @@ def test_runs_saved_before_the_new_keys_resume_and_other_settings_do_not(tmp_pat
     ("augment.ambiguity.min_typed=0", "augment.ambiguity.min_typed=0: must be an integer >= 1"),
 ])
 def test_bad_values_of_the_new_options_stop_before_any_work(override, message):
-    from nerbias.tasks import validate_config
+    from nerbias.tasks.configuration import validate_config
     from nerbias.validation import ConfigError
 
     with pytest.raises(ConfigError, match=message):

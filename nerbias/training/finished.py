@@ -1,0 +1,102 @@
+"""Whether a job's results are already there: a rerun of a sweep skips what finished with the same config
+and redoes only what is missing or was set differently (``tasks.run_training`` asks before training)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
+from omegaconf import DictConfig, OmegaConf
+
+from nerbias.fileio import RESOLVED_CONFIG, config_digest
+from nerbias.training.trainer import same_training
+
+log = logging.getLogger(__name__)
+
+
+def evaluation_config_text(eval_cfg: DictConfig) -> str:
+    """An evaluation's config as its run directory saves it (``config_resolved.yaml``)."""
+    return yaml.safe_dump(OmegaConf.to_container(eval_cfg), sort_keys=False)
+
+
+# Corpus evaluations as named before every corpus was a benchmark class (``corpus.evaluate``, a partial of a
+# function): saved configs of bias evaluations finished then read as today's, so a resumed run keeps them.
+LEGACY_EVALUATIONS = {"nerbias.bias.runner.evaluate_names": "nerbias.bias.benchmarks.NameSubstitutionBenchmark",
+                      "nerbias.bias.runner.evaluate_census": "nerbias.bias.benchmarks.CensusBenchmark",
+                      "nerbias.bias.runner.evaluate_probes": "nerbias.bias.benchmarks.ProbesBenchmark",
+                      "nerbias.tasks.evaluate_conll": "nerbias.scoring.Conll2003Benchmark"}
+
+
+def current_config_text(saved: str) -> str:
+    """A saved evaluation config as this code writes it: a corpus's ``evaluate`` partial of a legacy
+    evaluation function becomes the ``benchmark`` of its class, in the same place; other text is kept."""
+    config = yaml.safe_load(saved)
+    corpus = config.get("corpus") if isinstance(config, dict) else None
+    old = corpus.get("evaluate") if isinstance(corpus, dict) else None
+    legacy = isinstance(old, dict) and set(old) == {"_target_", "_partial_"} and old["_target_"] in LEGACY_EVALUATIONS
+    if not legacy:
+        return saved
+    config["corpus"] = {("benchmark" if key == "evaluate" else key):
+                        ({"_target_": LEGACY_EVALUATIONS[old["_target_"]]} if key == "evaluate" else value)
+                        for key, value in corpus.items()}
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+def finished_training_job(cfg: DictConfig, output_dir: Path, evaluations: Sequence[tuple[str, DictConfig]] = (),
+                          report: bool = False) -> dict[str, Any] | None:
+    """The metrics of a job already finished in ``output_dir`` with exactly this config, its bias
+    ``evaluations`` (label, evaluation config: ``tasks.evaluations.bias_evaluation_configs``) and, when
+    ``report``, its ``report.md``; else None.
+
+    Finished means: ``trainer.resume=true``, training wrote its ``metrics.json`` (last, after scoring
+    the best checkpoint) for this very config (the config's sha256 it records; runs from before it did
+    are judged by ``config_resolved.yaml``, which every accepted attempt rewrites; a config saved by
+    older code, without the keys added since, counts when its training is the same), and every bias
+    evaluation (and
+    the report, when one is asked for) is there with the same settings. Such a job needs no checkpoint:
+    a study restored from its archive (``scripts/study_archive.py``) skips its finished jobs instead of
+    training them again. Anything missing or set differently: None, and the job runs, resuming from
+    ``last.pt`` when there is one (a restored job has none: it trains again, to the same result).
+    """
+    if OmegaConf.select(cfg, "trainer.resume") not in (True, "true"):  # a path resumes from that checkpoint
+        return None
+    saved_config, saved_metrics = output_dir / RESOLVED_CONFIG, output_dir / "metrics.json"
+    if not (saved_config.is_file() and saved_metrics.is_file()):
+        return None
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    saved = json.loads(saved_metrics.read_text(encoding="utf-8"))
+    saved_resolved = yaml.safe_load(saved_config.read_text(encoding="utf-8")) or {}
+    recorded = saved.get("config_sha256", config_digest(saved_resolved))
+    # A config written by older code lacks the keys added since: the same job when the saved config is the
+    # one its results belong to and it trains the same run to the same end (trainer.same_training).
+    if recorded != config_digest(resolved) and (recorded != config_digest(saved_resolved)
+                                                 or not same_training(saved_resolved, resolved)):
+        return None
+    metrics = dict(saved["metrics"])
+    for label, eval_cfg in evaluations:
+        finished = finished_evaluation(output_dir / "bias" / label, evaluation_config_text(eval_cfg))
+        if finished is None:
+            return None
+        metrics.update(finished)
+    if report and not (output_dir / "report.md").is_file():
+        return None
+    log.info("%s: this job already finished with the same config (metrics.json, %s and its bias evaluations), "
+             "kept", output_dir, RESOLVED_CONFIG)
+    return metrics
+
+
+def finished_evaluation(run_dir: Path, resolved: str) -> dict[str, Any] | None:
+    """The metrics of an evaluation already finished in ``run_dir`` with exactly these settings
+    (its saved config is the same text, read as this code writes it, and its metrics.json, written last
+    with the results, exists), else None: a rerun of a sweep job redoes only what is missing or was set
+    differently."""
+    config, metrics = run_dir / RESOLVED_CONFIG, run_dir / "metrics.json"
+    if not (config.is_file() and metrics.is_file()):
+        return None
+    saved = config.read_text()
+    if saved != resolved and current_config_text(saved) != resolved:
+        return None
+    return json.loads(metrics.read_text())["metrics"]
