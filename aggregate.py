@@ -7,7 +7,7 @@
 
 import sys
 
-from nerbias.reporting.aggregate import main
+from nerbias.study.aggregate import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -135,7 +135,7 @@ def atomic_write_json(path: str | Path, payload: Any) -> None:
 
 def write_csv(path: str | Path, frame: Any, float_format: str = "%.6g") -> Path:
     """A pandas DataFrame as CSV (no index), atomically; every table the project saves goes through
-    here except ``reporting.aggregate.write_aggregate_csv``, which keeps its own format (repr floats)."""
+    here except ``study.aggregate.write_aggregate_csv``, which keeps its own format (repr floats)."""
     with atomic_path(path) as tmp:
         frame.to_csv(tmp, index=False, float_format=float_format)
     return Path(path)

@@ -21,7 +21,7 @@ if [ -n "${STUDY_ARCHIVE:-}" ]; then
   if compgen -G "$STUDY_ARCHIVE/*/MANIFEST.sha256" > /dev/null; then
     .venv/bin/python scripts/study_archive.py unpack "$STUDY_ARCHIVE" "$sweep_dir"
   fi
-  callback=("+hydra.callbacks.study_archive._target_=nerbias.reporting.archive.PackEachFinishedJob"
+  callback=("+hydra.callbacks.study_archive._target_=nerbias.study.archive.PackEachFinishedJob"
             "+hydra.callbacks.study_archive.archive_dir=$(cd "$STUDY_ARCHIVE" && pwd)")
 fi
 .venv/bin/python train.py -m experiment=mitigation_study "hydra.sweep.dir=$sweep_dir" ${callback[@]+"${callback[@]}"} "$@"

@@ -1,4 +1,4 @@
-"""Keep a study's results without its checkpoints (nerbias/reporting/archive.py), and bring them back.
+"""Keep a study's results without its checkpoints (nerbias/study/archive.py), and bring them back.
 
     python scripts/study_archive.py pack <sweep dir> <archive dir>     # every job that finished training
     python scripts/study_archive.py unpack <archive dir> <sweep dir>   # the jobs it lacks; a rerun keeps them
@@ -15,7 +15,7 @@ import logging
 import sys
 
 from nerbias.errors import NerbiasError
-from nerbias.reporting.archive import pack, unpack
+from nerbias.study.archive import pack, unpack
 
 
 def main(argv: list[str] | None = None) -> int:

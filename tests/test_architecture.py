@@ -42,6 +42,8 @@ def test_the_import_rules_hold():
     ("training/build.py", "from nerbias.bias import names", "each floor imports only the floors below it"),
     ("bias/corpora.py", "import nerbias.models.tagger", "only the tagger adapters import a model"),
     ("reporting/uncertainty.py", "import nerbias.training.trainer", "never the trainer or the task layer"),
+    ("reporting/runs.py", "import nerbias.study.mitigation", "each floor imports only the floors below it"),
+    ("study/runs.py", "import nerbias.training.trainer", "The study reads run directories"),
 ])
 def test_a_wrong_import_breaks_a_contract(package_copy, module, bad_import, contract):
     path = package_copy / "nerbias" / module

@@ -186,7 +186,7 @@ def test_a_sweep_packs_each_finished_job_and_a_restored_sweep_reruns_without_tra
     data_dir = make_tiny_conll(tmp_path / "data")
     sweep, archive = tmp_path / "sweep", tmp_path / "archive"
     command = [*tiny_train_overrides(data_dir, epochs=1), f"hydra.sweep.dir={sweep}", "seed=1,2",
-               "+hydra.callbacks.study_archive._target_=nerbias.reporting.archive.PackEachFinishedJob",
+               "+hydra.callbacks.study_archive._target_=nerbias.study.archive.PackEachFinishedJob",
                f"+hydra.callbacks.study_archive.archive_dir={archive}"]
     first = run_script("train.py", ["-m", *command], env={"OMP_NUM_THREADS": "1"})
     assert first.returncode == 0, first.stderr

@@ -316,7 +316,7 @@ def test_a_normalised_run_writes_the_diagnostics_and_measures_its_trained_table(
 def test_the_study_tables_read_each_runs_diagnostics(tmp_path):
     from types import SimpleNamespace
 
-    from nerbias.reporting.debias_table import diagnostics_frame, diagnostics_section
+    from nerbias.study.debias_table import diagnostics_frame, diagnostics_section
 
     names = [f"n{i}" for i in range(8)]
     labels = {"gender": {n: "FM"[i % 2] for i, n in enumerate(names)}}

@@ -21,8 +21,8 @@ import pytest
 
 from nerbias.reporting.intervals import (Interval, SeedNoise, Statistic, difference_covers, difference_replicates,
                                          gap_interval, replicates, seed_only_interval, t_interval)
-from nerbias.reporting.study import StudyRun
-from nerbias.reporting.study_names import names_corpus_figures
+from nerbias.study.mitigation import StudyRun
+from nerbias.study.names import names_corpus_figures
 from nerbias.reporting.uncertainty import NameTable
 
 STUDIES = 500

@@ -13,8 +13,8 @@ import yaml
 
 from nerbias.data.ambiguity import TOKEN_TYPES, AmbiguityRule
 from nerbias.errors import NerbiasError
-from nerbias.reporting.place_names import GOAL, goal_frame
-from nerbias.reporting.study import run_study
+from nerbias.study.place_names import GOAL, goal_frame
+from nerbias.study.mitigation import run_study
 
 GROUPS = {"Hispanic Female": ["Sofia", "Victoria", "Maria", "Lucia"], "White Female": ["Emily", "Anne", "Claire"],
           "White Male": ["Greg", "Todd", "Brad"]}

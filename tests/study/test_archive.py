@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from nerbias.errors import NerbiasError
-from nerbias.reporting.archive import CHECKPOINTS, COMPRESS_OVER, MANIFEST, long_labels, pack, unpack, wide_labels
+from nerbias.study.archive import CHECKPOINTS, COMPRESS_OVER, MANIFEST, long_labels, pack, unpack, wide_labels
 
 
 def _write(path, data: bytes | str) -> None:

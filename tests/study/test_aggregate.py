@@ -14,8 +14,8 @@ import yaml
 from omegaconf import OmegaConf
 
 from helpers import CONFIGS, ROOT, compose_config, make_tiny_conll, run_script, tiny_train_overrides
-from nerbias.reporting import aggregate as aggregate_module
-from nerbias.reporting.aggregate import main as aggregate_main
+from nerbias.study import aggregate as aggregate_module
+from nerbias.study.aggregate import main as aggregate_main
 
 # One torch thread per job: two jobs share two cores; the default thread count makes them crawl.
 JOB_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

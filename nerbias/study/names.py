@@ -13,9 +13,9 @@ from nerbias.bias.statistics import PERSON_PROBABILITY
 from nerbias.errors import NerbiasError
 from nerbias.reporting.group_effects import group_effect_test
 from nerbias.reporting.intervals import DrawnNames, Statistic, inflate, noise_floor, ratio_statistic
-from nerbias.reporting.place_names import PLACE_RECALL, place_recall_statistic, watched_name_statistics
-from nerbias.reporting.study_groups import CALIBRATION_PREFIX, GROUP_EFFECT_PERMUTATIONS
-from nerbias.reporting.study_runs import (REFERENCE_RACE, Figures, StudyRun, add_conll_statistics, race_gap_metric,
+from nerbias.study.place_names import PLACE_RECALL, place_recall_statistic, watched_name_statistics
+from nerbias.study.groups import CALIBRATION_PREFIX, GROUP_EFFECT_PERMUTATIONS
+from nerbias.study.runs import (REFERENCE_RACE, Figures, StudyRun, add_conll_statistics, race_gap_metric,
                                           seed_ids)
 from nerbias.reporting.uncertainty import NameTable, split_group
 

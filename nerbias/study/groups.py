@@ -19,8 +19,8 @@ from scipy import stats
 from nerbias.reporting.group_effects import MIN_ACCURACY, MIN_NAMES, NONE, names_like_these_interval
 from nerbias.reporting.intervals import (COVERS_BOTH, COVERS_NAMES, COVERS_THESE_NAMES, ONE_SEED, Interval, Statistic,
                                          seed_only_interval)
-from nerbias.reporting.place_names import GOAL
-from nerbias.reporting.study_runs import RACE_GAP_PREFIX, Figures
+from nerbias.study.place_names import GOAL
+from nerbias.study.runs import RACE_GAP_PREFIX, Figures
 from nerbias.reporting.tables import markdown_table
 
 GAP = "best_worst_gap"

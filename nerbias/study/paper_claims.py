@@ -32,8 +32,8 @@ import yaml
 
 from nerbias.errors import NerbiasError
 from nerbias.reporting.intervals import COVERS_BOTH, COVERS_SEEDS, COVERS_THESE_NAMES
-from nerbias.reporting.place_names import UNAMBIGUOUS_SUFFIX
-from nerbias.reporting.study_runs import NAME_CORPORA, RACE_GAP_PREFIX
+from nerbias.study.place_names import UNAMBIGUOUS_SUFFIX
+from nerbias.study.runs import NAME_CORPORA, RACE_GAP_PREFIX
 from nerbias.reporting.tables import markdown_table
 from nerbias.reporting.uncertainty import holm_with_bounds
 

@@ -15,7 +15,7 @@ from nerbias.reporting.runs import read_debias_diagnostics
 from nerbias.reporting.tables import markdown_table
 
 
-class _Run(Protocol):  # a study run (``reporting.study.StudyRun``)
+class _Run(Protocol):  # a study run (``study.mitigation.StudyRun``)
     condition: str
     seed: int
     path: Path

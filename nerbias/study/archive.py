@@ -30,7 +30,7 @@ from hydra.experimental.callback import Callback
 from nerbias.errors import NerbiasError
 from nerbias.fileio import RESOLVED_CONFIG
 from nerbias.reporting.runs import recorded_run_dir
-from nerbias.reporting.workers import map_in_processes
+from nerbias.study.workers import map_in_processes
 
 log = logging.getLogger(__name__)
 

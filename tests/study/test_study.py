@@ -14,7 +14,7 @@ from scipy import stats
 
 from nerbias.bias import census
 from nerbias.errors import NerbiasError
-from nerbias.reporting.study import find_study, run_study
+from nerbias.study.mitigation import find_study, run_study
 
 GROUPS = {"Black Female": ["Aisha", "Ebony"], "White Male": ["Greg", "Todd"], "White Female": ["Emily", "Anne"]}
 SSA = "Aisha,F,30\nEmily,F,20\nAnne,F,5\nGreg,M,25\nJohn,M,10\nTodd,M,3\n"
@@ -148,7 +148,7 @@ def test_census_gap_is_the_mean_over_templates_and_years_of_the_weighted_type1_e
     assert fixed["diff_low"] < fixed["diff"] < fixed["diff_high"]
     same = table.loc[("same", "female_male_type1_w_gap")]  # one draw of names for every condition
     assert (same["diff"], same["diff_low"], same["diff_high"]) == (0.0, 0.0, 0.0)
-    from nerbias.reporting.archive import pack  # the study read from its archive: the same tables
+    from nerbias.study.archive import pack  # the study read from its archive: the same tables
     pack(tmp_path / "sweep", tmp_path / "archive")
     run_study(tmp_path / "archive", tmp_path / "from_archive", n_boot=100, census_boot=200)
     for name in ("study_census.csv", "study_winogender.csv", "claims.csv"):
@@ -181,7 +181,7 @@ def test_unfinished_runs_are_listed_and_an_empty_sweep_is_an_error(tmp_path):
 
 
 def test_aggregate_study_command_writes_the_tables_and_fails_clearly(tmp_path, capsys):
-    from nerbias.reporting.aggregate import main
+    from nerbias.study.aggregate import main
     write_run(tmp_path / "sweep", "baseline", 1, BASE, 0.9)
     assert main(["--study", str(tmp_path / "sweep"), "--n-boot", "50"]) == 0
     assert "## Winogender" in capsys.readouterr().out and (tmp_path / "sweep" / "study" / "study.md").is_file()
@@ -277,7 +277,7 @@ def test_adding_a_run_of_one_condition_leaves_the_other_conditions_rows_as_they_
 def test_a_claim_holds_only_where_the_monte_carlo_bounds_of_its_p_agree():
     """Holm at the p's, at their lower and at their upper Monte-Carlo bounds: `a` holds at its p (Holm 0.04)
     and at the lower bounds (0.02) but not at the upper (0.06), so the replicates do not decide it."""
-    from nerbias.reporting.study import UNDECIDED_BY_REPLICATES, claims_family, claims_section
+    from nerbias.study.mitigation import UNDECIDED_BY_REPLICATES, claims_family, claims_section
 
     def row(condition, p, low, high):
         return {"condition": condition, "metric": "ALL", "diff": 0.1, "diff_low": 0.05, "diff_high": 0.15,
@@ -297,7 +297,7 @@ def test_a_claim_holds_only_where_the_monte_carlo_bounds_of_its_p_agree():
 def test_the_study_says_when_its_replicates_are_too_few_for_the_family(caplog):
     """``replicate_resolution``: a family of 64 (Holm's first threshold 0.00078) is out of reach of 12,000 census
     replicates (floor 0.00088) but not of 16,000 (0.00066) or of 20,000 name replicates; exact p's need none."""
-    from nerbias.reporting.study import replicate_resolution
+    from nerbias.study.mitigation import replicate_resolution
 
     rows = [{"corpus": "census" if i % 8 == 0 else "winogender", "p_value": 0.01, "p_value_low": 0.005,
              "p_value_high": 0.02} for i in range(63)]
@@ -384,3 +384,12 @@ def test_conll_location_recall_is_reported_per_condition_over_the_seeds(tmp_path
     assert table.loc[("baseline", "test_recall_LOC"), "value"] == pytest.approx(0.9 + 0.091)
     assert table.loc[("names", "test_recall_LOC"), "diff"] == pytest.approx((0.89 - 0.91) / 10)
     assert "CoNLL LOC recall" in (out / "study.md").read_text()
+
+
+def test_study_py_is_aggregate_py_with_study(tmp_path, capsys):
+    """``python study.py`` is the study's own entry point; ``aggregate.py --study`` stays as its alias."""
+    from nerbias.study.aggregate import main, study_main
+
+    assert study_main([str(tmp_path)]) == main(["--study", str(tmp_path)]) == 2  # an empty folder: no study
+    first, second = capsys.readouterr().err.strip().split("\n")
+    assert first == second and first.startswith("error: ")

@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 from nerbias.errors import NerbiasError
 
 # Modules the fork server imports once, so a worker starts without importing pandas and scipy again.
-_PRELOAD = ["nerbias.reporting.study"]
+_PRELOAD = ["nerbias.study.mitigation"]
 
 
 WORKERS_VARIABLE = "NERBIAS_WORKERS"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import sparse
 
-from nerbias.reporting.study_runs import (CENSUS_CHUNK, YearlySums, drawn_unit_counts, names_part_replicates)
+from nerbias.study.runs import (CENSUS_CHUNK, YearlySums, drawn_unit_counts, names_part_replicates)
 
 
 def _counts(rng: np.random.Generator, years: int, units: int) -> sparse.csr_matrix:

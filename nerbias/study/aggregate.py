@@ -294,7 +294,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("paths", nargs="+", help="a sweep directory, or run directories (searched recursively)")
     parser.add_argument("-o", "--output-dir", help="where aggregate.csv and aggregate.md go (default: the one "
                                                    "directory given, else the common parent of all)")
-    study = parser.add_argument_group("mitigation study (experiment=mitigation_study; nerbias/reporting/study.py)")
+    study = parser.add_argument_group("mitigation study (experiment=mitigation_study; nerbias/study/mitigation.py)")
     study.add_argument("--study", action="store_true",
                        help="one table per corpus with 95%% intervals (names and seeds resampled) and paired "
                             "differences from the baseline condition: study.md and study_<corpus>.csv "
@@ -315,7 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     study.add_argument("--no-gazetteer", action="store_true", help="... (default: or a gazetteer place)")
     args = parser.parse_args(argv)
     if args.study:
-        from nerbias.reporting.study import run_study  # only the study needs scipy.sparse and the census reader
+        from nerbias.study.mitigation import run_study  # only the study needs scipy.sparse and the census reader
         if len(args.paths) != 1:
             parser.error("--study takes one sweep directory")
         for option in ("n_boot", "census_boot"):  # before any file is read
@@ -347,3 +347,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(md_path.read_text(encoding="utf-8"), end="")
     print(f"wrote {csv_path} and {md_path}", file=sys.stderr)
     return 0
+
+
+def study_main(argv: Sequence[str] | None = None) -> int:
+    """``python study.py <sweep dir> [options]``: the mitigation study, the same as ``aggregate.py --study``."""
+    return main(["--study", *(sys.argv[1:] if argv is None else argv)])

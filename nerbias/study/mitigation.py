@@ -11,9 +11,9 @@ covers (names, seeds, both), and a figure that varies only with the seed gets no
 
 - **names corpora** (Winogender, In-Situ, the OOV set, the probes): group accuracies (slot-weighted), ALL,
   the best - worst gap (bias-corrected, with its noise floor), female - male, White - each other race (both
-  genders pooled, for the papers' claims: ``reporting.paper_claims``), the spread of median
+  genders pooled, for the papers' claims: ``study.paper_claims``), the spread of median
   confidence (Table 5 of Mishra et al.), calibration per group; the probes add LOCATION recall in place
-  contexts, Winogender the watched names (``reporting.place_names``). With a name profile, each names
+  contexts, Winogender the watched names (``study.place_names``). With a name profile, each names
   corpus is scored again without its ambiguous names.
 - **census** (Mehrabi et al.): the weighted type-1 error of each year and sex, averaged over the templates,
   then over the years; the names part draws (name, sex) units, each keeping all its years.
@@ -39,16 +39,16 @@ from nerbias.bias.types import corpus_label, corpus_title, parse_corpus_label
 from nerbias.errors import NerbiasError
 from nerbias.fileio import atomic_write_text, remove_orphans, write_csv
 from nerbias.data.ambiguity import AmbiguityRule
-from nerbias.reporting.archive import is_archive, unpack
-from nerbias.reporting.paper_claims import declared_margins, paper_claims, paper_claims_section
-from nerbias.reporting.debias_table import diagnostics_section
-from nerbias.reporting.place_names import (PLACE_RECALL, UNAMBIGUOUS_SUFFIX, WATCHED_NAMES, WATCHED_PREFIX,
+from nerbias.study.archive import is_archive, unpack
+from nerbias.study.paper_claims import declared_margins, paper_claims, paper_claims_section
+from nerbias.study.debias_table import diagnostics_section
+from nerbias.study.place_names import (PLACE_RECALL, UNAMBIGUOUS_SUFFIX, WATCHED_NAMES, WATCHED_PREFIX,
                                            goal_frame, goal_section, read_profile, unambiguous_tables)
 from nerbias.reporting.runs import load_run
-from nerbias.reporting.study_groups import (CALIBRATION_PREFIX, GAP, group_effect_section, group_level_interval,
+from nerbias.study.groups import (CALIBRATION_PREFIX, GAP, group_effect_section, group_level_interval,
                                             group_level_metrics, halving)
-from nerbias.reporting.study_names import names_corpus_figures
-from nerbias.reporting.study_runs import (CONLL_METRICS, NAME_CORPORA, RACE_GAP_PREFIX, REFERENCE_RACE, Figures, Study,
+from nerbias.study.names import names_corpus_figures
+from nerbias.study.runs import (CONLL_METRICS, NAME_CORPORA, RACE_GAP_PREFIX, REFERENCE_RACE, Figures, Study,
                                           StudyRun, census_figures, evaluation_labels, find_study)
 from nerbias.reporting.tables import markdown_table
 from nerbias.reporting.group_effects import MIN_NAMES
@@ -58,7 +58,7 @@ from nerbias.reporting.intervals import (COVERS_BOTH, COVERS_NAMES, COVERS_SEEDS
                                          monte_carlo_p_bounds, replicates, replicates_to_resolve, seed_only_interval)
 from nerbias.reporting.options import STUDY_CENSUS_BOOT, STUDY_N_BOOT
 from nerbias.reporting.uncertainty import DEFAULT_CONFIDENCE, NameTable, holm_with_bounds
-from nerbias.reporting.workers import map_in_processes
+from nerbias.study.workers import map_in_processes
 
 log = logging.getLogger(__name__)
 
@@ -403,10 +403,10 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
               floor_permutations: int = 1000, name_profile: str | Path | None = None,
               ambiguity: AmbiguityRule = AmbiguityRule(), sweep_name: str | None = None) -> Path:
     """Write ``study.md``, ``study_<corpus>.csv`` for every corpus the runs were evaluated on, ``claims.csv``
-    (the Holm-adjusted family), ``paper_claims.csv`` (the papers' claims, reporting/paper_claims.py) and
+    (the Holm-adjusted family), ``paper_claims.csv`` (the papers' claims, study/paper_claims.py) and
     ``goal.csv``. ``name_profile`` (default: ``<sweep dir>/name_profile.csv``
     when there is one) adds each names corpus scored without the names ``ambiguity`` marks. A study archive
-    (``reporting.archive``) is read from a temporary copy restored from it."""
+    (``study.archive``) is read from a temporary copy restored from it."""
     sweep_dir = Path(sweep_dir)
     out = Path(output_dir) if output_dir else sweep_dir / "study"
     if name_profile is None and (sweep_dir / "name_profile.csv").is_file():

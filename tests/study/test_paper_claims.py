@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from nerbias.errors import NerbiasError
-from nerbias.reporting.paper_claims import (FEMALE_NOT_PERSON, MARGINS_PATH, NO_HELP, WHITE_BEST, declared_margins,
+from nerbias.study.paper_claims import (FEMALE_NOT_PERSON, MARGINS_PATH, NO_HELP, WHITE_BEST, declared_margins,
                                             paper_claims, paper_claims_section)
 
 

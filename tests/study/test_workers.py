@@ -8,7 +8,7 @@ import time
 import pytest
 
 from nerbias.errors import DataFormatError, NerbiasError
-from nerbias.reporting.workers import WORKERS_VARIABLE, default_workers, map_in_processes
+from nerbias.study.workers import WORKERS_VARIABLE, default_workers, map_in_processes
 
 
 def square_with_pid(value: int) -> tuple[int, int]:
