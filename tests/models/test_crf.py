@@ -7,10 +7,8 @@ import math
 import pytest
 import torch
 
-from nerbias.models.crf import (
-    ConstrainedCRF,
-    TagScheme,
-    bioes_constraints,
+from nerbias.models.crf import ConstrainedCRF, TagScheme, bioes_constraints
+from nerbias.models.crf_inference import (
     log_partition,
     marginals,
     sequence_score,
