@@ -202,14 +202,14 @@ class ElmoEmbeddings:
 
     def encoder(self):
         """The encoder alone, with its pretrained weights (``pretrain_lm.py`` trains its biLM)."""
-        from nerbias.models.elmo import build_elmo_encoder
+        from nerbias.models.elmo_weights import build_elmo_encoder
 
         return build_elmo_encoder(self.spec)
 
     def _resolve(self) -> tuple[dict[str, Any], dict[str, Tensor] | None]:
-        """The biLM's resolved options and pretrained weights, read once (``elmo.resolve_elmo``)."""
+        """The biLM's resolved options and pretrained weights, read once (``elmo_weights.resolve_elmo``)."""
         if self._resolved is None:
-            from nerbias.models.elmo import resolve_elmo
+            from nerbias.models.elmo_weights import resolve_elmo
 
             self._resolved = resolve_elmo(self.spec)
         return self._resolved

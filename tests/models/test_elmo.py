@@ -11,7 +11,8 @@ from torch import nn
 
 from nerbias.data.elmo_chars import SENTENCE_END_IDS, SENTENCE_START_IDS, batch_to_char_ids, word_to_char_ids
 from nerbias.data.embeddings import coverage, load_keyed_vectors
-from nerbias.models.elmo import ElmoBiLM, ElmoTokenEncoder, build_elmo_encoder, elmo_options, load_elmo
+from nerbias.models.elmo import ElmoBiLM, ElmoTokenEncoder, elmo_options
+from nerbias.models.elmo_weights import build_elmo_encoder, load_elmo
 from nerbias.errors import DataFormatError, NerbiasError
 
 # Ids written out by hand from ELMo's convention: raw code + 1; word start 258, word end 259,

@@ -95,7 +95,7 @@ def test_frozen_elmo_trains_only_the_mix_and_tagger(tiny_data_dir, tmp_path):
 
 @pytest.mark.slow
 def test_pretrained_lm_is_learned_saved_and_used_by_the_tagger(tiny_data_dir, tmp_path):
-    from nerbias.models.elmo import load_pretrained_lm
+    from nerbias.models.elmo_weights import load_pretrained_lm
     from nerbias.training.lm_pretraining import pretrain
 
     text = tmp_path / "text.txt"
