@@ -19,9 +19,14 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install --quiet $(printf -- '-r %s ' "${files[@]}")
   echo "$want" > "$stamp"
 fi
-# The project itself, editable: scripts, benchmarks and notebooks import nerbias from here.
-# (checked from / so that the working directory on sys.path does not count)
+# The project itself, editable: scripts, benchmarks and notebooks import nerbias from here. Installed
+# again when pyproject.toml changed, so its console scripts (nerbias-aggregate, nerbias-study) follow
+# the modules they name. (Checked from / so that the working directory on sys.path does not count.)
 root=$PWD
-if ! (cd / && "$root/.venv/bin/python" -c "import nerbias, sys; sys.exit(0 if nerbias.__file__.startswith('$root/') else 1)") 2>/dev/null; then
+project_stamp=.venv/.project.sha256
+project_want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if ! (cd / && "$root/.venv/bin/python" -c "import nerbias, sys; sys.exit(0 if nerbias.__file__.startswith('$root/') else 1)") 2>/dev/null \
+    || [ ! -f "$project_stamp" ] || [ "$(cat "$project_stamp")" != "$project_want" ]; then
   .venv/bin/python -m pip install --quiet --no-deps --no-build-isolation -e . 2>&1 | grep -v "^WARNING: Location" || true
+  echo "$project_want" > "$project_stamp"
 fi

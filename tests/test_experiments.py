@@ -17,9 +17,9 @@ EXPERIMENTS = sorted(p.stem for p in (CONFIGS / "experiment").glob("*.yaml"))
 TEMPLATES = ("occupation(0)\tother-participant(1)\tanswer\tsentence\n"
              "nurse\tpatient\t0\tThe $OCCUPATION told the $PARTICIPANT that $NOM_PRONOUN could pay with cash .\n")
 NAMES = "name,group\nMaria,Hispanic Female\nGreg,White Male\nEmily,White Female\nSyedtiastephen,OOV\n"
-# Place-like first names, some in the dev probe's quarter (names.ambiguous_part): Georgia, Adelaide, Camden, Tyler
+# Place-like first names, some in the dev quarter (names.ambiguous_part) and outside Tzioumis 2018: Camden, Augusta
 PLACE_LIKE_SSA_YEAR = "".join(f"{name},F,5\n" for name in ("Georgia", "Charlotte", "Dallas", "Adelaide", "Camden",
-                                                             "Denver", "Tyler", "Vienna")) + "Tyler,M,5\n"
+                                                             "Augusta", "Denver", "Tyler", "Vienna")) + "Tyler,M,5\n"
 CENSUS_YEAR = "Emily,F,30\nMaria,F,20\nPeter,F,2\nGreg,M,25\nJohn,M,10\nMaria,M,3\n"
 TINY = ["logger=none", "data.verify_sizes=false", "trainer.max_epochs=1", "trainer.device=cpu",
         "model.lstm_hidden=8", "model.char_filters=4", "model.char_dim=4", "data.max_train_sentences=60",

@@ -4,7 +4,8 @@ corpus.
 
 Every sentence of CoNLL-03 dev (eng.testa) with a one-token ``PER`` or ``LOC`` mention is kept, and each
 such mention is replaced by a name of ``name_pools.dev_probe_names``: the quarter of the ambiguous
-training-half SSA names that ``augment.name_pool=ambiguous_train`` never substitutes, so neither
+training-half SSA names that ``augment.name_pool=ambiguous_train`` never substitutes, less the names of
+``pool_exclude`` (Mishra et al.'s list) and of Tzioumis (2018) (every census-scale list), so neither
 training with that pool nor any evaluation list has seen them. The names of a sentence are drawn,
 distinct, from a generator seeded by (``seed``, sentence index): the probe is the same for every
 tagger. A string such as "Sofia" then says nothing about the type; only the sentence does.
@@ -31,6 +32,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from nerbias.bias.labels import PLACE_TYPES
 from nerbias.bias.name_pools import dev_probe_names
+from nerbias.bias.names import load_names
 from nerbias.bias.tagging import Tagger
 from nerbias.bias.types import NONE, PARTIAL_PREFIX, RECOGNISED, BiasSentence, NameSlot, corpus_label
 from nerbias.data.ambiguity import AmbiguityRule
@@ -39,6 +41,7 @@ from nerbias.data.conll2003 import load_conll2003
 from nerbias.errors import NerbiasError
 from nerbias.fileio import atomic_files, atomic_write_json, write_csv
 from nerbias.loggers import NullLogger
+from nerbias.validation import BOOLEAN, POSITIVE_INTEGER, at_least, check_values
 
 log = logging.getLogger(__name__)
 
@@ -116,20 +119,29 @@ class DevProbeBenchmark:
     """``corpus=dev_probe``: build the probe from CoNLL-03 dev and the dev names, tag it, write the table."""
 
     CORPUS_KEYS = ("name", "paper", "benchmark", "data_dir", "seed", "lowercase", "batch_size", "pool_exclude",
-                   "ambiguity", "verify_sizes")
+                   "exclude_tzioumis", "ambiguity", "verify_sizes")
+    RULES = {"seed": at_least(0), "batch_size": POSITIVE_INTEGER, "lowercase": BOOLEAN,
+             "exclude_tzioumis": BOOLEAN, "verify_sizes": BOOLEAN}
 
     def __init__(self, config: DictConfig):
         self.config = config
-        spec = config.corpus.get("ambiguity")
-        self.ambiguity = OmegaConf.to_container(spec, resolve=True) if spec else None
-        try:  # a bad rule stops here, before any data is read
+        spec = config.corpus
+        # Checked on building, before any data is read: after a training (experiment=context_selection) a bad
+        # value would otherwise surface only once the training is done.
+        check_values({key: spec.get(key) for key in self.RULES if key in spec}, self.RULES, "corpus.")
+        self.ambiguity = OmegaConf.to_container(spec.ambiguity, resolve=True) if spec.get("ambiguity") else None
+        try:
             AmbiguityRule.from_mapping(self.ambiguity)
         except NerbiasError as error:
             raise NerbiasError(f"corpus.ambiguity: {error}") from None
+        self.pool_exclude = list(spec.get("pool_exclude") or [None])
+        for path in self.pool_exclude:
+            load_names(path)  # a missing or malformed list: its own error, now
 
     def evaluate(self, tagger: Tagger, output_dir: Path, logger: NullLogger) -> dict[str, Any]:
         spec = self.config.corpus
-        names = dev_probe_names(spec.data_dir, list(spec.get("pool_exclude") or [None]), self.ambiguity)
+        names = dev_probe_names(spec.data_dir, self.pool_exclude, self.ambiguity,
+                                exclude_tzioumis=bool(spec.get("exclude_tzioumis", True)))
         dev = load_conll2003(spec.data_dir, splits=("dev",), verify_sizes=bool(spec.get("verify_sizes", True)))["dev"]
         lowercase = bool(spec.get("lowercase"))
         probe = DevProbe.from_conll(dev, names, int(spec.seed), lowercase)

@@ -8,7 +8,8 @@ evaluation lists (``exclude``, compared case-insensitively), and keeps the hash-
 - ``ambiguous``: only the names the ambiguity rule marks as also places or organisations, judged on
   CoNLL-03 eng.train and the gazetteer (``nerbias.data.ambiguity``);
 - ``ambiguous_train``: those, less one in four (``names.ambiguous_part``), which are kept for
-  ``dev_probe_names``: place-like names neither training nor any evaluation list uses (issue 45);
+  ``dev_probe_names``: place-like names neither training nor any evaluation list uses (issue 45; it also
+  drops every Tzioumis 2018 name, the source of the census-scale lists);
 - any other value: a text file of names, one a line, minus the same evaluation names.
 """
 
@@ -56,13 +57,22 @@ def substitution_names(data_dir: str | Path, source: str, exclude: Sequence[str 
 
 
 def dev_probe_names(data_dir: str | Path, exclude: Sequence[str | None] = (None,),
-                    ambiguity: Mapping[str, Any] | None = None, node: str = "corpus.") -> tuple[str, ...]:
-    """The quarter of the ``ambiguous`` pool that ``ambiguous_train`` leaves out: place-like names for
-    choosing training options on dev data, unseen by training with that pool and by every evaluation."""
-    pool = [name for name in substitution_names(data_dir, "ambiguous", exclude, ambiguity, node)
+                    ambiguity: Mapping[str, Any] | None = None, exclude_tzioumis: bool = True) -> tuple[str, ...]:
+    """The quarter of the ``ambiguous`` pool that ``ambiguous_train`` leaves out, less (``exclude_tzioumis``)
+    every first name of Tzioumis (2018), which holds every census-scale list ``census_names`` can build
+    (whatever its rule): place-like names for choosing training options on dev data, unseen by training
+    with that pool and by every evaluation list."""
+    pool = [name for name in substitution_names(data_dir, "ambiguous", exclude, ambiguity, node="corpus.")
             if ambiguous_part(name) == "dev"]
+    if exclude_tzioumis:
+        from nerbias.bias.census_names import read_tzioumis  # pyarrow: only when used
+
+        listed = set(read_tzioumis()["firstname"].str.lower())
+        pool = [name for name in pool if name.lower() not in listed]
     if not pool:
-        raise NerbiasError("the dev probe has no names: no ambiguous training-half name falls in the dev quarter")
+        raise NerbiasError("the dev probe has no names: no ambiguous training-half name is in the dev quarter"
+                           + (" and outside Tzioumis (2018)" if exclude_tzioumis else ""))
+    log.info("dev probe names: %d%s", len(pool), " (none in Tzioumis 2018)" if exclude_tzioumis else "")
     return tuple(pool)
 
 
@@ -77,7 +87,8 @@ def ambiguous_names(data_dir: str | Path, names: Sequence[str], ambiguity: Mappi
     train = Path(data_dir) / "conll2003" / SPLIT_FILES["train"]
     pool = ambiguous_tokens(names, read_conll(train), rule)
     if not pool:
-        raise NerbiasError(f"{node}name_pool=ambiguous: none of the {len(names)} training-half names is ambiguous "
+        pool_key = "the dev probe's ambiguous pool" if node == "corpus." else f"{node}name_pool=ambiguous"
+        raise NerbiasError(f"{pool_key}: none of the {len(names)} training-half names is ambiguous "
                            f"under {node}ambiguity={dict(ambiguity or {})} ({train})")
     log.info("ambiguous names (%s): %d of %d, e.g. %s", rule.describe(), len(pool), len(names), ", ".join(pool[:8]))
     return pool

@@ -15,6 +15,7 @@ from torch import Tensor
 
 from nerbias.data.tags import Span, TagScheme
 
+
 def _logsumexp(scores: Tensor, dim: int) -> Tensor:
     """``torch.logsumexp`` whose gradient stays finite (zero) when a row is all ``-inf``.
 

@@ -18,6 +18,7 @@ from nerbias.models.checkpoint import load_checkpoint
 from nerbias.models.elmo import (REQUIRED_OPTIONS, ElmoBiLM, ElmoTokenEncoder, elmo_embedder, elmo_options, merged_options,
                                  option_at)
 
+
 def _pretrained_lm(path: str | Path) -> tuple[dict[str, Any], dict[str, Tensor]]:
     """The options and weights of a biLM saved by ``pretrain_lm.py`` (``lm.pt``, loads with weights_only)."""
     payload = load_checkpoint(path)

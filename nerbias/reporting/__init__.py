@@ -1,2 +1,2 @@
 """Reading run directories back: run readers, uncertainty (bootstrap, permutation tests), tables,
-figures, the static report, notebooks and sweep aggregation. Never imports ``training`` or ``tasks``."""
+figures, the static report and notebooks (many runs: ``nerbias.study``). Never imports ``training`` or ``tasks``."""

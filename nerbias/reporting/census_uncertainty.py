@@ -15,7 +15,7 @@ Resampling scheme: until issue 24 each (template, year, sex) was drawn on its ow
 per (year, sex) with nine templates). Each template's interval is the same name bootstrap either
 way; sharing one draw per (year, sex) takes a ninth of the random draws, which were the report's
 cost, and makes the templates' replicates comparable. The same seed therefore gives other
-intervals than before, within Monte Carlo error (tests/test_census_arrays.py compares both).
+intervals than before, within Monte Carlo error (tests/reporting/test_census_uncertainty.py compares both).
 A replicate's names were first drawn as one multinomial draw of class multiplicities; they are
 now drawn as uniform name indices and counted per class, the same distribution (the name
 bootstrap) at a third of the cost, so again the same seed gives other intervals within Monte

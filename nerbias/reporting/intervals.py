@@ -33,7 +33,7 @@ groups an outside simulation found its interval covering 0.30-0.34), beside a **
 same per-name results with names permuted across groups (sizes kept), its mean and 95th percentile, and the
 group-effect test of ``reporting.group_effects``. Figures of one group take their intervals from there too.
 
-``tests/test_intervals_coverage.py`` checks every interval here by simulation against known truth.
+``tests/reporting/test_intervals_coverage.py`` checks every interval here by simulation against known truth.
 """
 
 from __future__ import annotations
@@ -211,7 +211,7 @@ def _df_seed_variance(variance: float, df: int) -> float:
     """The seed variance as it enters the degrees of freedom (only there): ``v (S-1) / chi2_{S-1}(q)``
     with q = ``SEED_VARIANCE_QUANTILE``, an upper bound the true variance exceeds with probability q. With
     2-4 seed degrees of freedom the plug-in Welch df is itself noisy (a low variance estimate also raises
-    df, and so narrows the interval twice): in the coverage simulation (tests/test_intervals_coverage.py)
+    df, and so narrows the interval twice): in the coverage simulation (tests/reporting/test_intervals_coverage.py)
     the plug-in df left a seed-dominated figure (ALL, 3 seeds) at 0.92, q = 0.5 at 0.93 and q = 0.3 at 0.94,
     with every other figure at 0.94-0.96."""
     return variance * df / _seed_variance_chi2(df) if df > 0 else variance

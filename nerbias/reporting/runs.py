@@ -1,6 +1,6 @@
 """Reading runs back: what a Hydra run directory saved, and an evaluate.py run's results.
 
-The one reader of a run directory's saved files, for the report and for sweep aggregation:
+The one reader of a run directory's saved files, for the report and for the study of many runs (``nerbias.study``):
 its Hydra config (``.hydra/config.yaml``, ``overrides.yaml``, ``hydra.yaml``), dotted-key lookup
 in that config, and ``metrics.json``.
 

@@ -43,13 +43,13 @@ from nerbias.study.archive import is_archive, unpack
 from nerbias.study.paper_claims import declared_margins, paper_claims, paper_claims_section
 from nerbias.study.debias_table import diagnostics_section
 from nerbias.study.place_names import (PLACE_RECALL, UNAMBIGUOUS_SUFFIX, WATCHED_NAMES, WATCHED_PREFIX,
-                                           goal_frame, goal_section, read_profile, unambiguous_tables)
+                                       goal_frame, goal_section, read_profile, unambiguous_tables)
 from nerbias.reporting.runs import load_run
 from nerbias.study.groups import (CALIBRATION_PREFIX, GAP, group_effect_section, group_level_interval,
-                                            group_level_metrics, halving)
+                                  group_level_metrics, halving)
 from nerbias.study.names import names_corpus_figures
 from nerbias.study.runs import (CONLL_METRICS, NAME_CORPORA, RACE_GAP_PREFIX, REFERENCE_RACE, Figures, Study,
-                                          StudyRun, census_figures, evaluation_labels, find_study)
+                                StudyRun, census_figures, evaluation_labels, find_study)
 from nerbias.reporting.tables import markdown_table
 from nerbias.reporting.group_effects import MIN_NAMES
 from nerbias.reporting.intervals import (COVERS_BOTH, COVERS_NAMES, COVERS_SEEDS, COVERS_THESE_NAMES,

@@ -1,7 +1,7 @@
 """The figures of one names corpus (Winogender, In-Situ, the OOV set, the probes) for every condition of a
 study: group accuracies, ALL, female - male, White - each other race, calibration, place recall, the watched
 names, the spread of median confidence, the noise floor and the group-effect test; each with its name-bootstrap
-replicates (names drawn within groups, one draw for every condition). ``study.py`` gives them intervals."""
+replicates (names drawn within groups, one draw for every condition). ``mitigation`` gives them intervals."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from nerbias.reporting.intervals import DrawnNames, Statistic, inflate, noise_fl
 from nerbias.study.place_names import PLACE_RECALL, place_recall_statistic, watched_name_statistics
 from nerbias.study.groups import CALIBRATION_PREFIX, GROUP_EFFECT_PERMUTATIONS
 from nerbias.study.runs import (REFERENCE_RACE, Figures, StudyRun, add_conll_statistics, race_gap_metric,
-                                          seed_ids)
+                                seed_ids)
 from nerbias.reporting.uncertainty import NameTable, split_group
 
 def _between(first: Statistic, second: Statistic, size: int) -> Statistic:

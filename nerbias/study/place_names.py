@@ -117,7 +117,7 @@ def goal_frame(frames: dict[str, pd.DataFrame], baseline: str, gap_metric: str) 
     A part whose figure is missing (e.g. no probes) is not met. The gap part is a test, not a ratio of two
     max - min (which has no interval that holds): the baseline's worst group (its accuracy minus the other
     groups') has its deficit at least halved, by the one-sided lower bound of the paired per-seed
-    ``condition deficit - baseline deficit / 2`` above 0 (``study._halving``; these names). The ratio of the
+    ``condition deficit - baseline deficit / 2`` above 0 (``groups.halving``; these names). The ratio of the
     gaps stays as a description."""
     winogender, probes = frames.get("winogender"), frames.get("probes")
     conditions = [c for c in dict.fromkeys(winogender["condition"]) if c != baseline] if winogender is not None else []

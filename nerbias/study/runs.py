@@ -1,6 +1,6 @@
 """A mitigation study's runs, read back: the finished training runs of a sweep by condition
 (``find_study``), the figures of one condition on one corpus (``Figures``), and the census figures with
-their name-part replicates (``census_figures``). ``study.py`` gives them intervals and writes the tables."""
+their name-part replicates (``census_figures``). ``mitigation`` gives them intervals and writes the tables."""
 
 from __future__ import annotations
 

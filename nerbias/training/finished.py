@@ -12,7 +12,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from nerbias.fileio import RESOLVED_CONFIG, config_digest
-from nerbias.training.trainer import same_training
+from nerbias.training.run_identity import same_training
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def finished_training_job(cfg: DictConfig, output_dir: Path, evaluations: Sequen
     saved_resolved = yaml.safe_load(saved_config.read_text(encoding="utf-8")) or {}
     recorded = saved.get("config_sha256", config_digest(saved_resolved))
     # A config written by older code lacks the keys added since: the same job when the saved config is the
-    # one its results belong to and it trains the same run to the same end (trainer.same_training).
+    # one its results belong to and it trains the same run to the same end (run_identity.same_training).
     if recorded != config_digest(resolved) and (recorded != config_digest(saved_resolved)
                                                  or not same_training(saved_resolved, resolved)):
         return None

@@ -11,6 +11,7 @@ import pytest
 
 from helpers import compose_config, make_tiny_conll, write_conll_file
 from nerbias.bias.dev_probe import DevProbe, DevProbeBenchmark, score_probe
+from nerbias.bias.census_names import read_tzioumis
 from nerbias.bias.name_pools import dev_probe_names, substitution_names
 from nerbias.bias.names import ambiguous_part, load_names, substitution_pool
 from nerbias.bias.tagging import SlotTagger
@@ -22,7 +23,8 @@ from nerbias.loggers import NullLogger
 from nerbias.tasks.evaluations import build_benchmark
 
 PLACE_LIKE = ["Georgia", "Charlotte", "Dallas", "Savannah", "Brooklyn", "Chelsea", "Adelaide", "Alexandria", "Camden",
-              "Denver", "Houston", "Lincoln", "Marion", "Sydney", "Tyler", "Vienna", "Warren", "Jackson", "Troy"]
+              "Denver", "Houston", "Lincoln", "Marion", "Sydney", "Tyler", "Vienna", "Warren", "Jackson", "Troy", "Abilene",
+              "Augusta"]
 NOT_PLACES = ["Zorabel", "Quindell", "Tamsin", "Osric", "Liesl"]
 DEV_SENTENCES = [
     [("Anna", "I-PER"), ("flew", "O"), ("to", "O"), ("Paris", "I-LOC"), ("on", "O"), ("Monday", "O")],
@@ -108,7 +110,7 @@ def test_each_types_recall_counts_exact_one_token_entities_of_that_type(tmp_path
 def test_the_dev_names_are_the_quarter_of_the_ambiguous_pool_that_training_leaves_out(tmp_path):
     data = write_probe_data(tmp_path)
     evaluation = load_names().names
-    dev = dev_probe_names(data)
+    dev = dev_probe_names(data, exclude_tzioumis=False)
     training = substitution_names(data, "ambiguous_train")
     ambiguous = substitution_names(data, "ambiguous")
     half = substitution_pool(evaluation + PLACE_LIKE + NOT_PLACES, evaluation, "train")
@@ -116,6 +118,10 @@ def test_the_dev_names_are_the_quarter_of_the_ambiguous_pool_that_training_leave
     assert dev and list(dev) == [n for n in ambiguous if ambiguous_part(n) == "dev"]
     assert sorted(dev + training) == sorted(ambiguous) and not set(dev) & set(training)
     assert not {n.lower() for n in dev} & {n.lower() for n in evaluation}
+    # and by default none of them is a Tzioumis (2018) name, so no census-scale list holds one
+    tzioumis = set(read_tzioumis()["firstname"])
+    assert list(dev_probe_names(data)) == [n for n in dev if n.upper() not in tzioumis] == ["Abilene", "Augusta", "Camden"]
+    assert set(dev) - set(dev_probe_names(data)) == {"Adelaide", "Georgia", "Tyler"}
 
 
 class FirstLetterTagger(SlotTagger):
@@ -154,3 +160,21 @@ def test_a_bad_ambiguity_rule_in_the_corpus_node_is_named(tmp_path):
                                       "corpus.verify_sizes=false", "+corpus.ambiguity.min_typd=2"])
     with pytest.raises(NerbiasError, match=r"^corpus\.ambiguity: ambiguity rule: unknown key\(s\) \['min_typd'\]"):
         build_benchmark(cfg)  # on building, before any data is read
+
+
+@pytest.mark.parametrize("override,message", [
+    ("corpus.seed=-1", r"^corpus\.seed=-1: must be an integer >= 0"),
+    ("corpus.batch_size=0", r"^corpus\.batch_size=0: must be an integer >= 1"),
+    ("corpus.exclude_tzioumis=maybe", r"^corpus\.exclude_tzioumis=.maybe.: must be true or false"),
+])
+def test_the_probes_settings_are_checked_on_building(tmp_path, override, message):
+    cfg = compose_config("evaluate", ["corpus=dev_probe", "tagger.path=x", f"paths.data_dir={tmp_path}", override])
+    with pytest.raises(NerbiasError, match=message):
+        build_benchmark(cfg)
+
+
+def test_a_missing_pool_exclude_list_is_named_on_building(tmp_path):
+    cfg = compose_config("evaluate", ["corpus=dev_probe", "tagger.path=x", f"paths.data_dir={tmp_path}",
+                                      f"corpus.pool_exclude=[{tmp_path / 'none.csv'}]"])
+    with pytest.raises(NerbiasError, match="none.csv"):
+        build_benchmark(cfg)

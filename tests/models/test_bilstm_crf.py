@@ -14,7 +14,7 @@ from nerbias.models.checkpoint import load_checkpoint
 from nerbias.models.fast_emissions import TokenFeatureCache
 from nerbias.models.tagger import NerTagger
 from nerbias.tasks import run_training
-from nerbias.training.trainer import check_same_run
+from nerbias.training.run_identity import check_same_run
 
 TRAIN = [Sentence(("Maria", "visited", "Paris", "."), (Span(0, 1, "PER"), Span(2, 3, "LOC"))),
          Sentence(("The", "Bank", "of", "Japan", "said", "so", "."), (Span(1, 4, "ORG"),))]

@@ -9,7 +9,7 @@ import pytest
 
 from nerbias.errors import NerbiasError
 from nerbias.study.paper_claims import (FEMALE_NOT_PERSON, MARGINS_PATH, NO_HELP, WHITE_BEST, declared_margins,
-                                            paper_claims, paper_claims_section)
+                                        paper_claims, paper_claims_section)
 
 
 def level(condition, metric, value, low, high, p, covers="names+seeds", **extra):

@@ -309,7 +309,7 @@ def test_runs_without_the_new_options_see_exactly_the_data_they_saw_before():
 
 def test_runs_saved_before_the_new_keys_resume_and_other_settings_do_not(tmp_path):
 
-    from nerbias.training.trainer import check_same_run
+    from nerbias.training.run_identity import check_same_run
 
     def resolved(overrides):
         return OmegaConf.to_container(compose_config("train", overrides + [f"paths.output_dir={tmp_path}"]),
