@@ -27,6 +27,13 @@ project_stamp=.venv/.project.sha256
 project_want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if ! (cd / && "$root/.venv/bin/python" -c "import nerbias, sys; sys.exit(0 if nerbias.__file__.startswith('$root/') else 1)") 2>/dev/null \
     || [ ! -f "$project_stamp" ] || [ "$(cat "$project_stamp")" != "$project_want" ]; then
-  .venv/bin/python -m pip install --quiet --no-deps --no-build-isolation -e . 2>&1 | grep -v "^WARNING: Location" || true
+  rm -f "$project_stamp"
+  log=$(mktemp)
+  if ! .venv/bin/python -m pip install --quiet --no-deps --no-build-isolation -e . > "$log" 2>&1; then
+    grep -v "^WARNING: Location" "$log" >&2; rm -f "$log"
+    echo "error: pip install -e . failed (above); the project is not installed in .venv" >&2
+    exit 1
+  fi
+  rm -f "$log"
   echo "$project_want" > "$project_stamp"
 fi
