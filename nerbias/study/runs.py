@@ -58,6 +58,8 @@ class Study:
 def find_study(sweep_dir: str | Path, condition_key: str = "condition") -> Study:
     """The finished training runs under ``sweep_dir``, by condition (order of first appearance)."""
     sweep_dir = Path(sweep_dir)
+    if not sweep_dir.is_dir():
+        raise NerbiasError(f"{sweep_dir}: no such sweep directory")
     runs: dict[str, list[StudyRun]] = {}
     unfinished = []
     identities: dict[tuple[str, str], Path] = {}

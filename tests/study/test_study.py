@@ -393,3 +393,10 @@ def test_study_py_is_aggregate_py_with_study(tmp_path, capsys):
     assert study_main([str(tmp_path)]) == main(["--study", str(tmp_path)]) == 2  # an empty folder: no study
     first, second = capsys.readouterr().err.strip().split("\n")
     assert first == second and first.startswith("error: ")
+
+
+def test_a_sweep_directory_that_does_not_exist_is_one_line_exit_2(tmp_path, capsys):
+    from nerbias.study.aggregate import study_main
+
+    assert study_main([str(tmp_path / "nowhere")]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {tmp_path / 'nowhere'}: no such sweep directory"
