@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from helpers import compose_config, run_script, tiny_train_overrides
-from nerbias.bias.census import read_ssa
+from nerbias.bias.ssa import read_ssa
 from nerbias.bias.corpora import WinogenderCorpus
 from nerbias.bias.names import load_names
 from nerbias.building import run_id

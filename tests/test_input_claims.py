@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from helpers import compose_config, tiny_train_overrides
-from nerbias.bias.census import read_ssa
+from nerbias.bias.ssa import read_ssa
 from nerbias.bias.names import load_names
 from nerbias.bias.statistics import NameStatistics
 from nerbias.bias.types import BiasSentence, NameSlot, SlotOutcome, partial_note

@@ -31,6 +31,7 @@ from nerbias.bias.runner import (CENSUS_KEYS, CORPUS_LOOP_KEYS, build_corpus, co
                                  read_shard, score_shard, shard_identity, write_name_results)
 from nerbias.bias.tagging import CensusOptions, Tagger
 from nerbias.bias.types import corpus_label, corpus_title
+from nerbias.bias.ssa import load_ssa
 from nerbias.errors import NerbiasError
 from nerbias.fileio import FILE_RECORD, atomic_files, atomic_write_json, record_files, remove_orphans, write_csv
 from nerbias.loggers import NullLogger
@@ -157,7 +158,7 @@ class CensusBenchmark:
         cfg = self.config
         ccfg = cfg.corpus
         years = range(int(ccfg.first_year), int(ccfg.last_year) + 1)
-        table = census.load_ssa(ccfg.ssa, years=years)
+        table = load_ssa(ccfg.ssa, years=years)
         subset = str(ccfg.get("names") or "all")
         if subset != "all":
             excluded = [name for path in (ccfg.get("pool_exclude") or [None]) for name in load_names(path).names]

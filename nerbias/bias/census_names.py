@@ -34,9 +34,8 @@ from pathlib import Path
 from typing import Sequence
 
 import pandas as pd
-
-from nerbias.bias import census
 from nerbias.bias.names import pool_half
+from nerbias.bias.ssa import SEXES, read_ssa
 from nerbias.data.conll2003 import default_data_dir
 from nerbias.errors import DataFormatError, NerbiasError, first_line
 from nerbias.fileio import write_csv
@@ -112,7 +111,7 @@ def ssa_sex_counts(ssa: pd.DataFrame) -> pd.DataFrame:
     ``ssa_male`` (births 1880-2018 summed)."""
     key = ssa["name"].str.upper()
     counts = ssa.assign(key=key).pivot_table(index="key", columns="sex", values="count", aggfunc="sum", fill_value=0)
-    counts = counts.reindex(columns=list(census.SEXES), fill_value=0).rename(columns={"F": "ssa_female",
+    counts = counts.reindex(columns=list(SEXES), fill_value=0).rename(columns={"F": "ssa_female",
                                                                                       "M": "ssa_male"})
     spelling = (ssa.assign(key=key).groupby(["key", "name"])["count"].sum().reset_index()
                 .sort_values(["key", "count", "name"], ascending=[True, False, True]).drop_duplicates("key")
@@ -167,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         rule = GroupRule(args.race_share, args.sex_share)
         tzioumis = read_tzioumis()
-        ssa = census.read_ssa(Path(args.data_dir or default_data_dir()) / "ssa_names", progress=False)
+        ssa = read_ssa(Path(args.data_dir or default_data_dir()) / "ssa_names", progress=False)
         names = build_census_names(tzioumis, ssa_sex_counts(ssa), rule)
         write_csv(args.output, names)
     except NerbiasError as error:

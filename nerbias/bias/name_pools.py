@@ -18,9 +18,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 from typing import Any, Mapping, Sequence
-
-from nerbias.bias import census
 from nerbias.bias.names import ambiguous_part, load_names, substitution_pool
+from nerbias.bias.ssa import load_ssa
 from nerbias.data.ambiguity import AMBIGUOUS_POOLS, AmbiguityRule, ambiguous_tokens, conll_type_counts
 from nerbias.data.conll import read_conll
 from nerbias.data.conll2003 import SPLIT_FILES
@@ -41,7 +40,7 @@ def substitution_names(data_dir: str | Path, source: str, exclude: Sequence[str 
     """The pool ``source`` names (see the module docstring), sorted; errors name the config keys under ``node``."""
     excluded = excluded_names(exclude)
     if source in SSA_POOLS:
-        candidates = census.load_ssa(Path(data_dir) / "ssa_names", progress=False).names.tolist()
+        candidates = load_ssa(Path(data_dir) / "ssa_names", progress=False).names.tolist()
     else:
         path = Path(source)
         if not path.is_file():

@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
-
-from nerbias.bias import census
 from nerbias.bias.names import load_names
+from nerbias.bias.ssa import read_ssa
 from nerbias.data.ambiguity import conll_type_counts, profile_row
 from nerbias.data.conll import Sentence, read_conll
 from nerbias.data.conll2003 import SPLIT_FILES, default_data_dir
@@ -82,7 +81,7 @@ def build_profile(data_dir: str | Path, names_path: str | Path | None = None, wi
                             "group": [listed.group_of[n] for n in listed.names],
                             "gender": [listed.gender_of.get(n, "") for n in listed.names]})]
     if with_census:
-        sexes = census_sexes(census.read_ssa(data_dir / "ssa_names", progress=False))
+        sexes = census_sexes(read_ssa(data_dir / "ssa_names", progress=False))
         frames.append(pd.DataFrame({"list": "census", "name": sexes.index, "group": "census",
                                     "gender": sexes.to_numpy()}))
     table = pd.concat(frames, ignore_index=True)

@@ -28,7 +28,8 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from nerbias.bias.census import PERSON, SEXES, UNTAGGED, CensusOutcomes, SsaTable, outcome_kinds
+from nerbias.bias.census import PERSON, UNTAGGED, CensusOutcomes, outcome_kinds
+from nerbias.bias.ssa import SEXES, SsaTable
 from nerbias.bias.tagging import CensusLabeller, CensusOptions, Tagger
 from nerbias.errors import DataFormatError, NerbiasError
 

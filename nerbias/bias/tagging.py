@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 
 from nerbias.bias import census
 from nerbias.bias.types import BiasSentence, SlotOutcome
+from nerbias.bias.ssa import SsaTable
 from nerbias.errors import NerbiasError
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,7 @@ class CensusLabeller(ABC):
     name: str
 
     @abstractmethod
-    def label(self, table: census.SsaTable, templates: Sequence[int]
+    def label(self, table: SsaTable, templates: Sequence[int]
               ) -> tuple[census.CensusOutcomes, pd.DataFrame, float]:
         """The census outcomes of ``table``'s rows in ``templates``, ``census_labels.csv`` and the seconds
         spent inside the tagger (or reading its predictions)."""
@@ -130,7 +131,7 @@ class TaggedCensus(CensusLabeller):
             labels[template] = per_name
         return labels, seconds
 
-    def label(self, table: census.SsaTable, templates: Sequence[int]
+    def label(self, table: SsaTable, templates: Sequence[int]
               ) -> tuple[census.CensusOutcomes, pd.DataFrame, float]:
         log.info("census: %d distinct names x %d templates, each tagged once and reused across years",
                  len(table.names), len(templates))

@@ -25,6 +25,7 @@ import pandas as pd
 
 from nerbias.bias import census
 from nerbias.bias.names import OOV_GROUP
+from nerbias.bias.ssa import SEXES
 from nerbias.data.ambiguity import TOKEN_TYPES, AmbiguityRule, is_ambiguous, typed_count
 
 PROFILE_COLUMNS = ("place", *(f"conll_{kind}" for kind in TOKEN_TYPES))
@@ -187,7 +188,7 @@ def census_ambiguity(outcomes: census.CensusOutcomes, labels: pd.DataFrame, rule
     rows = []
     for position, template in enumerate(outcomes.templates):
         type2_row = outcomes.kind[position] == census.OTHER_KIND
-        for sex_code, sex in enumerate(census.SEXES):
+        for sex_code, sex in enumerate(SEXES):
             selected = np.flatnonzero(table.sex == sex_code)
             codes, first = np.unique(table.name[selected], return_index=True)  # each name's first row
             if not len(codes):

@@ -31,6 +31,7 @@ from omegaconf import OmegaConf
 from nerbias.bias import census, published
 from nerbias.bias.names import NameList, load_names
 from nerbias.bias.types import corpus_title, parse_corpus_label, partial_note, result_file_name
+from nerbias.bias.ssa import load_ssa
 from nerbias.data.debias_diagnostics import DIAGNOSTICS_FILE
 from nerbias.errors import DataFormatError, NerbiasError
 from nerbias.fileio import FILE_RECORD, RESOLVED_CONFIG, check_recorded_files
@@ -382,7 +383,7 @@ def census_outcomes(run: Run, ssa: str | Path | None = None, predictions: str | 
     if not ssa:
         raise NerbiasError(f"{run.path}: where are the SSA names? (no corpus.ssa in the run's config; pass ssa=)")
     years = sorted(int(y) for y in errors["year"].unique())
-    table = census.load_ssa(ssa, years=years, progress=False)
+    table = load_ssa(ssa, years=years, progress=False)
     subset = str(run.setting("corpus.names") or "all")
     if subset != "all":
         excluded = [n for path in (run.setting("corpus.pool_exclude") or [None]) for n in load_names(path).names]

@@ -14,6 +14,7 @@ from scipy import sparse
 
 from nerbias.bias import census
 from nerbias.bias.names import load_names
+from nerbias.bias.ssa import SEXES, load_ssa
 from nerbias.errors import NerbiasError
 from nerbias.fileio import RESOLVED_CONFIG
 from nerbias.reporting.intervals import Statistic, inflate
@@ -161,14 +162,14 @@ def _census_units(run: Run) -> tuple[pd.DataFrame, dict[str, sparse.csr_matrix],
     ssa_path, config = run.setting("corpus.ssa"), run.config
     errors = run.tables["census_errors"]
     years = sorted(int(y) for y in errors["year"].unique())
-    table = census.load_ssa(ssa_path, years=years, progress=False)
+    table = load_ssa(ssa_path, years=years, progress=False)
     subset = str(select(config, "corpus.names", "all") or "all")
     if subset != "all":
         excluded = [n for path in (select(config, "corpus.pool_exclude") or [None]) for n in load_names(path).names]
         table = census.select_names(table, subset, excluded)
     row_of_year = np.searchsorted(np.asarray(years), table.year)
     matrices, unit_names = {}, {}
-    for code, sex in enumerate(census.SEXES):
+    for code, sex in enumerate(SEXES):
         rows = table.sex == code
         used, column = np.unique(table.name[rows], return_inverse=True)
         matrices[sex] = sparse.csr_matrix((table.count[rows].astype(np.float64), (row_of_year[rows], column)),

@@ -10,10 +10,9 @@ import pytest
 
 from helpers import SHARED_DATA, write_ssa
 from nerbias.bias.types import NameSlot
-from nerbias.bias.census import (
-    ERROR_COLUMNS, TEMPLATES, attach_labels, census_errors, census_sentences, distinct_names,
-    outcome_to_census_label, read_ssa,
-)
+from nerbias.bias.census import (ERROR_COLUMNS, TEMPLATES, attach_labels, census_errors, census_sentences,
+                                 outcome_to_census_label)
+from nerbias.bias.ssa import distinct_names, read_ssa
 from nerbias.bias.published import load_precomputed
 from nerbias.bias.plots import plot_census_errors
 from nerbias.errors import DataFormatError, NerbiasError

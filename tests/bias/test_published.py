@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from helpers import run_script
-from nerbias.bias.census import census_errors, read_ssa
+from nerbias.bias.census import census_errors
+from nerbias.bias.ssa import read_ssa
 from nerbias.bias.published import PublishedPredictions, load_precomputed
 from nerbias.errors import DataFormatError, NerbiasError
 

@@ -22,6 +22,7 @@ from nerbias.bias import census, published
 from nerbias.bias.benchmarks import CensusBenchmark
 from nerbias.bias.tagging import SlotTagger
 from nerbias.bias.types import SlotOutcome
+from nerbias.bias.ssa import load_ssa, read_ssa
 from nerbias.building import build
 from nerbias.loggers import NullLogger
 from nerbias.reporting import census_uncertainty
@@ -223,7 +224,7 @@ def test_evaluation_of_a_tagger_gives_the_frame_based_results(tmp_path, monkeypa
     out.mkdir()
     cfg = census_config(ssa_dir, ["tagger=checkpoint", "tagger.path=unused", f"tagger._target_={__name__}.rule_tagger"])
     CensusBenchmark(cfg).evaluate(build(cfg.tagger), out, NullLogger())
-    ssa = census.read_ssa(ssa_dir, years=range(1990, 1994), progress=False)
+    ssa = read_ssa(ssa_dir, years=range(1990, 1994), progress=False)
     names = sorted(ssa["name"].unique())
     labels = {t: {n: census.outcome_to_census_label(rule_outcome(n, census.TEMPLATES[t].lower())) for n in names}
               for t in census.TEMPLATES}
@@ -251,7 +252,7 @@ def write_published(folder: Path, ssa: pd.DataFrame) -> None:
 def test_evaluation_of_published_predictions_gives_the_frame_based_results(tmp_path):
     ssa_dir = tmp_path / "ssa"
     write_fixture(ssa_dir, seed=1)
-    ssa = census.read_ssa(ssa_dir, years=range(1990, 1994), progress=False)
+    ssa = read_ssa(ssa_dir, years=range(1990, 1994), progress=False)
     write_published(tmp_path / "corenlp", ssa)
     out = tmp_path / "run"
     out.mkdir()
@@ -272,7 +273,7 @@ def labelled_frame(tmp_path) -> pd.DataFrame:
     """census_errors' input for three templates over the fixture."""
     ssa_dir = tmp_path / "ssa"
     write_fixture(ssa_dir, seed=2)
-    ssa = census.read_ssa(ssa_dir, years=range(1990, 1994), progress=False)
+    ssa = read_ssa(ssa_dir, years=range(1990, 1994), progress=False)
     labels = {t: {n: census.outcome_to_census_label(rule_outcome(n, str(t))) for n in ssa["name"]} for t in (1, 4, 9)}
     return pd.concat([old_attach_labels(ssa, labels[t], t) for t in labels], ignore_index=True)
 
@@ -383,7 +384,7 @@ CORENLP_DIR = SHARED_DATA / "peer_results" / "census_template4" / "coreNLP"
 def test_real_ssa_and_corenlp_count_as_before():
     if not (SSA_DIR / "yob1880.txt").is_file() or not (CORENLP_DIR / "female1880.txt").is_file():
         pytest.skip(f"SSA names or CoreNLP predictions not found under {SHARED_DATA}")
-    table = census.load_ssa(SSA_DIR, progress=False)
+    table = load_ssa(SSA_DIR, progress=False)
     ssa = table.frame()
     codes, vocabulary = published.read_published(CORENLP_DIR, table, progress=False)
     outcomes = census.CensusOutcomes(table, (4,), published.published_kinds(codes, vocabulary)[None])

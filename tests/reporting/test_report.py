@@ -13,6 +13,7 @@ from nerbias.bias import census, published
 from nerbias.bias.names import load_names
 from nerbias.bias.statistics import per_group, summary_scalars
 from nerbias.bias.types import corpus_label
+from nerbias.bias.ssa import read_ssa
 from nerbias.errors import NerbiasError
 from nerbias.reporting.notebooks import run_notebook
 from nerbias.reporting.report import ReportOptions, render_report
@@ -93,7 +94,7 @@ def write_census_run(root: Path, precomputed: bool = False) -> Path:
     ssa_dir.mkdir(parents=True, exist_ok=True)
     for year, lines in SSA.items():
         (ssa_dir / f"yob{year}.txt").write_text("\n".join(lines) + "\n")
-    ssa = census.read_ssa(ssa_dir, years=list(SSA), progress=False)
+    ssa = read_ssa(ssa_dir, years=list(SSA), progress=False)
     run_dir = root / ("census_precomputed" if precomputed else "census_run")
     run_dir.mkdir()
     if precomputed:

@@ -13,6 +13,7 @@ import yaml
 from scipy import stats
 
 from nerbias.bias import census
+from nerbias.bias.ssa import read_ssa
 from nerbias.errors import NerbiasError
 from nerbias.study.mitigation import find_study, run_study
 
@@ -41,7 +42,7 @@ def write_run(root: Path, condition: str, seed: int, recognised: dict[str, int],
     if census_labels is not None:
         folder = run / "bias" / "census"
         folder.mkdir(parents=True)
-        frame = census.read_ssa(ssa, years=[2017, 2018], progress=False)
+        frame = read_ssa(ssa, years=[2017, 2018], progress=False)
         labels = pd.DataFrame([{"name": n, "template": t, "label": census_labels[n]}
                                for t in (1, 2) for n in sorted(census_labels)])
         frames = [census.attach_labels(frame, census_labels, t) for t in (1, 2)]
