@@ -20,7 +20,7 @@ AMBIGUITY_N_BOOT = 1000
 # A p read off B replicates passes Holm's first threshold, 0.05 / (family size), only when its Monte-Carlo
 # upper bound (about 10.6 / B when no replicate crosses 0; intervals.replicates_to_resolve) is below it:
 # 16,000 resolve a family of up to 75 differences (the study's 8 conditions of 8 are 64), 20,000 up to 94.
-# study.md says when the replicates are too few for the family (study.mitigation.replicate_resolution).
+# study.md says when the replicates are too few for the family (study.claims.replicate_resolution).
 STUDY_N_BOOT = 20_000
 STUDY_CENSUS_BOOT = 16_000  # drawn in chunks of (units x 250) weights: ~30k units a sex
 

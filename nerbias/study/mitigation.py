@@ -40,6 +40,8 @@ from nerbias.errors import NerbiasError
 from nerbias.fileio import atomic_write_text, remove_orphans, write_csv
 from nerbias.data.ambiguity import AmbiguityRule
 from nerbias.study.archive import is_archive, unpack
+from nerbias.study.claims import (HEADLINE, UNDECIDED_BY_REPLICATES, claim_verdict, claims_family,
+                                   replicate_resolution)
 from nerbias.study.paper_claims import declared_margins, paper_claims, paper_claims_section
 from nerbias.study.debias_table import diagnostics_section
 from nerbias.study.place_names import (PLACE_RECALL, UNAMBIGUOUS_SUFFIX, WATCHED_NAMES, WATCHED_PREFIX,
@@ -55,21 +57,20 @@ from nerbias.reporting.group_effects import MIN_NAMES
 from nerbias.reporting.intervals import (COVERS_BOTH, COVERS_NAMES, COVERS_SEEDS, COVERS_THESE_NAMES,
                                          MONTE_CARLO_LEVEL, NO_INTERVAL, ONE_SEED, Interval,
                                          SeedNoise, difference_covers, difference_replicates, gap_interval,
-                                         monte_carlo_p_bounds, replicates, replicates_to_resolve, seed_only_interval)
+                                         replicates, seed_only_interval)
 from nerbias.reporting.options import STUDY_CENSUS_BOOT, STUDY_N_BOOT
-from nerbias.reporting.uncertainty import DEFAULT_CONFIDENCE, NameTable, holm_with_bounds
+from nerbias.reporting.uncertainty import DEFAULT_CONFIDENCE, NameTable
 from nerbias.study.workers import map_in_processes
 
 log = logging.getLogger(__name__)
 
-OOV_SUFFIX = "_oov"  # the OOV name set's evaluations: bias_eval.corpora.<corpus>_oov
+
 
 
 # ----------------------------------------------------------------------------------------------
 # Tables
 
 
-UNDECIDED_BY_REPLICATES = "not decided by the replicates"
 
 
 def _interval_row(prefix: str, interval: Interval) -> dict[str, Any]:
@@ -198,23 +199,6 @@ SUMMARY_COLUMNS = {"test_f1": "CoNLL F1", "test_lower_f1": "CoNLL F1 lower-cased
                    "female_type1_w": "female type-1 (w)", "male_type1_w": "male type-1 (w)",
                    "female_male_type1_w_gap": "female - male type-1 (w)",
                    PLACE_RECALL: "LOCATION recall (place contexts)", **{WATCHED_PREFIX + n: n for n in WATCHED_NAMES}}
-# The claims family (Holm): every condition's difference from the baseline in these figures, cased corpora.
-# The best - worst gap is not in it: with names that are also places its intervals, and those of its
-# differences, undercover (tests/reporting/test_intervals_coverage.py); gaps are reported, not claimed.
-HEADLINE = {"conll": ("test_f1",), "names": ("ALL", "female_male_gap"), "oov": ("ALL",),
-            "census": ("female_male_type1_w_gap",)}
-
-
-def corpus_kind(label: str) -> str | None:
-    """``names``, ``oov`` or ``census`` for a cased corpus label in the claims family; None for the rest."""
-    corpus, lower = parse_corpus_label(label)
-    if lower or corpus.startswith("probes") or corpus.endswith(UNAMBIGUOUS_SUFFIX):
-        return None
-    if corpus.startswith("census"):
-        return "census"
-    return "oov" if corpus.endswith(OOV_SUFFIX) else "names"
-
-
 def display_table(frame: pd.DataFrame, metrics: Sequence[str], value: str = "value", digits: int = 3,
                   titles: dict[str, str] | None = None) -> pd.DataFrame:
     """Conditions x ``metrics`` as "value [low, high]" (``value``: value, diff or ratio), with the seeds.
@@ -264,60 +248,6 @@ def corpus_section(frame: pd.DataFrame, title: str, baseline: str | None) -> lis
     return lines
 
 
-def claims_family(frames: dict[str, pd.DataFrame], baseline: str, alpha: float) -> pd.DataFrame:
-    """The declared family (``HEADLINE``) of differences from the baseline, Holm-adjusted. Only differences
-    whose interval covers the seeds (at least 2 seeds on each side) are claims; from one seed it covers the
-    names only and says nothing of another training run.
-
-    A p read off B replicates is known only to within its Monte-Carlo bounds (``holm_with_bounds``): a difference
-    ``holds`` when it does so at the upper bounds; ``undecided`` marks one that holds at the lower bounds but not
-    the upper: the replicates cannot decide it (more of them, ``--n-boot``, may).
-
-    Adds ``p_holm``, ``holds`` and ``undecided`` to the rows of ``frames`` in place and returns the family."""
-    rows = []
-    # Every corpus table repeats the CoNLL figures: one claim each, from a census table only as a last resort
-    # (it draws fewer replicates, census_boot), so the claim is the interval study.md and goal.csv print.
-    conll_claimed: set[tuple[str, str]] = set()
-    for label in sorted(frames, key=lambda label: corpus_kind(label) == "census"):
-        frame = frames[label]
-        kind = corpus_kind(label)
-        if not kind or "p_value" not in frame:
-            continue
-        for index, row in frame.iterrows():  # a difference from one seed a side covers the names only: no claim
-            if row["condition"] == baseline or pd.isna(row["p_value"]) or row.get("diff_covers") == COVERS_NAMES:
-                continue
-            if row["metric"] in HEADLINE["conll"]:
-                if (row["condition"], row["metric"]) in conll_claimed:
-                    continue
-                conll_claimed.add((row["condition"], row["metric"]))
-            elif row["metric"] not in HEADLINE[kind]:
-                continue
-            rows.append({"corpus": label, "index": index, "condition": row["condition"], "metric": row["metric"],
-                         "diff": row["diff"], "diff_low": row["diff_low"], "diff_high": row["diff_high"],
-                         "diff_covers": row["diff_covers"], "p_value": row["p_value"],
-                         "p_value_low": row["p_value_low"], "p_value_high": row["p_value_high"],
-                         "these_names_low": row.get("diff_these_names_low", np.nan),
-                         "these_names_high": row.get("diff_these_names_high", np.nan)})
-    family = pd.DataFrame(rows, columns=["corpus", "index", "condition", "metric", "diff", "diff_low", "diff_high",
-                                         "diff_covers", "p_value", "p_value_low", "p_value_high", "these_names_low",
-                                         "these_names_high"])
-    family["p_holm"], family["holds"], family["undecided"] = holm_with_bounds(
-        *(family[column].to_numpy(dtype=np.float64) for column in ("p_value", "p_value_low", "p_value_high")), alpha)
-    for label, frame in frames.items():
-        part = family[family["corpus"] == label]
-        frame["p_holm"] = np.nan
-        for column in ("holds", "undecided"):
-            frame[column] = pd.Series([pd.NA] * len(frame), index=frame.index, dtype="object")
-        for column in ("p_holm", "holds", "undecided"):
-            frame.loc[part["index"].to_numpy(), column] = part[column].to_numpy()
-    return family.drop(columns="index")
-
-
-def claim_verdict(holds: bool, undecided: bool) -> str:
-    """A claims-family row's verdict in words (``claims_family``'s ``holds`` and ``undecided``)."""
-    return "holds" if holds else UNDECIDED_BY_REPLICATES if undecided else "does not hold"
-
-
 def claims_section(family: pd.DataFrame, alpha: float) -> list[str]:
     if not len(family):
         return ["## Claims", "", "None: a claim needs at least 2 seeds in the condition and in the baseline (from "
@@ -343,34 +273,6 @@ def claims_section(family: pd.DataFrame, alpha: float) -> list[str]:
             "same difference for the listed names only (a t over the seeds, unadjusted; description).", "",
             markdown_table(shown[["condition", "corpus", "metric", "difference", "these names", "p", "p (Holm)",
                                   "verdict"]]), ""]
-
-
-def replicate_resolution(family: pd.DataFrame, replicate_counts: Mapping[str, int], alpha: float) -> list[str]:
-    """Whether the replicates can decide the family at all: a p read off B replicates cannot be shown below
-    its Monte-Carlo upper bound at k = 0 (``replicates_to_resolve``), so where that bound is above Holm's first
-    threshold (``alpha`` / family size) no difference drawn from those replicates can hold if it ranks first,
-    however small its true p. ``replicate_counts``: B for the ``names`` and the ``census`` tables (the
-    aggregate's ``--n-boot`` and ``--census-boot``); exact (seed-only) p's need none. Logs a warning and says
-    how many would do where they are too few."""
-    drawn = family[family["p_value_high"] > family["p_value_low"]]  # an exact p is its own bounds
-    if not len(drawn):
-        return []
-    threshold = alpha / len(family)
-    options = {"names": "--n-boot", "census": "--census-boot"}
-    parts, short = [], []
-    for kind in dict.fromkeys("census" if corpus_kind(c) == "census" else "names" for c in drawn["corpus"]):
-        count = replicate_counts[kind]
-        floor = monte_carlo_p_bounds(0.0, count)[1]
-        parts.append(f"{floor:.2g} with {count} {kind} replicates")
-        if floor >= threshold:
-            short.append(f"`{options[kind]} {replicates_to_resolve(threshold)}` or more for the {kind} tables")
-    text = (f"Replicates against Holm: the family's first threshold is {alpha:g} / {len(family)} = {threshold:.2g}; "
-            f"the Monte-Carlo upper bound of a p that no replicate crosses is {' and '.join(parts)}.")
-    if short:
-        log.warning("too few replicates to decide the claims family: %s", "; ".join(short))
-        text += (" Too few: a difference whose p is at that floor cannot hold where it ranks first, however "
-                 f"small its true p; {' and '.join(short)} resolve it.")
-    return [text, ""]
 
 
 def corpus_frames(label: str, complete: dict[str, list[StudyRun]], baseline: str, n_boot: int, census_boot: int,
@@ -509,6 +411,5 @@ def _platforms_note(runs: Mapping[str, Sequence[StudyRun]]) -> str:
     return "; trained on " + ", ".join(f"{kind}: {n} run{'' if n == 1 else 's'}" for kind, n in sorted(kinds.items()))
 
 
-__all__ = ["CONLL_METRICS", "Figures", "HEADLINE", "Study", "StudyRun", "UNDECIDED_BY_REPLICATES", "census_figures",
-           "claim_verdict", "claims_family", "corpus_section", "display_table", "find_study", "names_corpus_figures",
-           "replicate_resolution", "run_study", "summary_frame"]
+__all__ = ["CONLL_METRICS", "Figures", "Study", "StudyRun", "census_figures", "claims_section", "corpus_section",
+           "display_table", "find_study", "names_corpus_figures", "run_study", "summary_frame"]

@@ -14,8 +14,8 @@
 A verdict rests only on intervals that cover the seeds (at least 2 of them): from one seed an interval
 covers the names only and says nothing of another training run, so such a row is not decided, and so is a
 claim with a corpus missing. The level tests (each race gap, the census gap) form one Holm family of their
-own; the de-biasing claim reads the study's claims family (``mitigation.claims_family``), which is already adjusted.
-A p read off replicates decides only where its Monte-Carlo interval does (as in ``mitigation.claims_family``): a test
+own; the de-biasing claim reads the study's claims family (``claims.claims_family``), which is already adjusted.
+A p read off replicates decides only where its Monte-Carlo interval does (as in ``claims.claims_family``): a test
 that holds at the lower ends of the p's intervals but not at the upper ends is not decided. The same figures
 without the names that are also places are shown beside them, as description, never as claims.
 """

@@ -278,7 +278,8 @@ def test_adding_a_run_of_one_condition_leaves_the_other_conditions_rows_as_they_
 def test_a_claim_holds_only_where_the_monte_carlo_bounds_of_its_p_agree():
     """Holm at the p's, at their lower and at their upper Monte-Carlo bounds: `a` holds at its p (Holm 0.04)
     and at the lower bounds (0.02) but not at the upper (0.06), so the replicates do not decide it."""
-    from nerbias.study.mitigation import UNDECIDED_BY_REPLICATES, claims_family, claims_section
+    from nerbias.study.claims import UNDECIDED_BY_REPLICATES, claims_family
+    from nerbias.study.mitigation import claims_section
 
     def row(condition, p, low, high):
         return {"condition": condition, "metric": "ALL", "diff": 0.1, "diff_low": 0.05, "diff_high": 0.15,
@@ -298,7 +299,7 @@ def test_a_claim_holds_only_where_the_monte_carlo_bounds_of_its_p_agree():
 def test_the_study_says_when_its_replicates_are_too_few_for_the_family(caplog):
     """``replicate_resolution``: a family of 64 (Holm's first threshold 0.00078) is out of reach of 12,000 census
     replicates (floor 0.00088) but not of 16,000 (0.00066) or of 20,000 name replicates; exact p's need none."""
-    from nerbias.study.mitigation import replicate_resolution
+    from nerbias.study.claims import replicate_resolution
 
     rows = [{"corpus": "census" if i % 8 == 0 else "winogender", "p_value": 0.01, "p_value_low": 0.005,
              "p_value_high": 0.02} for i in range(63)]
