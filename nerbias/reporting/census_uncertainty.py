@@ -40,7 +40,7 @@ from tqdm.auto import tqdm
 from nerbias.bias.census import ERROR_COLUMNS, OTHER_KIND, PERSON_KIND, UNTAGGED_KIND, CensusOutcomes
 from nerbias.errors import NerbiasError
 from nerbias.reporting.options import CENSUS_N_BOOT, DEFAULT_CONFIDENCE
-from nerbias.reporting.uncertainty import holm
+from nerbias.reporting.significance import holm
 
 CENSUS_N_PERMUTATIONS = 999
 CENSUS_MEASURES = ("type1_w", "type2_w", "type3_w", "type1_u", "type2_u", "type3_u")

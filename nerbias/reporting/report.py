@@ -43,10 +43,8 @@ from nerbias.reporting.runs import Run, census_outcomes, load_run, name_table, n
 from nerbias.reporting.tables import (
     REPRESENTATIVE_YEARS, accuracy_display, census_year_table, label_breakdown_table, markdown_table, spread_display,
 )
-from nerbias.reporting.uncertainty import (
-    NameTable, bootstrap_group_accuracy, bootstrap_spread,
-    gender_permutation_test, pairwise_permutation_tests,
-)
+from nerbias.reporting.significance import gender_permutation_test, pairwise_permutation_tests
+from nerbias.reporting.uncertainty import NameTable, bootstrap_group_accuracy, bootstrap_spread
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,10 @@ import numpy as np
 import pandas as pd
 
 from nerbias.reporting.runs import Run
+from nerbias.reporting.significance import gender_permutation_test, pairwise_permutation_tests
 from nerbias.reporting.uncertainty import (
     DEFAULT_CONFIDENCE, DEFAULT_N_BOOT, DEFAULT_N_PERMUTATIONS, NameTable, bootstrap_group_accuracy, bootstrap_spread,
-    gender_permutation_test, interval_text, pairwise_permutation_tests,
+    interval_text,
 )
 
 REPRESENTATIVE_YEARS = (1880, 1900, 1920, 1940, 1960, 1980, 2000, 2018)

@@ -13,7 +13,7 @@ import pandas as pd
 
 from nerbias.bias.types import parse_corpus_label
 from nerbias.reporting.intervals import COVERS_NAMES, monte_carlo_p_bounds, replicates_to_resolve
-from nerbias.reporting.uncertainty import holm_with_bounds
+from nerbias.reporting.significance import holm_with_bounds
 from nerbias.study.place_names import UNAMBIGUOUS_SUFFIX
 
 log = logging.getLogger(__name__)

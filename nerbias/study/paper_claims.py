@@ -35,7 +35,7 @@ from nerbias.reporting.intervals import COVERS_BOTH, COVERS_SEEDS, COVERS_THESE_
 from nerbias.study.place_names import UNAMBIGUOUS_SUFFIX
 from nerbias.study.runs import NAME_CORPORA, RACE_GAP_PREFIX
 from nerbias.reporting.tables import markdown_table
-from nerbias.reporting.uncertainty import holm_with_bounds
+from nerbias.reporting.significance import holm_with_bounds
 
 WHITE_BEST, NO_HELP, FEMALE_NOT_PERSON = ("White names are recognised best (Mishra et al.)",
                                           "de-biasing does not help (Mishra et al.)",

@@ -29,7 +29,8 @@ from nerbias.reporting import census_uncertainty
 from nerbias.reporting.census_uncertainty import (
     bootstrap_census, cell_replicates, percentile_bounds, permutation_census,
 )
-from nerbias.reporting.uncertainty import holm, percentile_interval
+from nerbias.reporting.significance import holm
+from nerbias.reporting.uncertainty import percentile_interval
 
 # ------------------------------------------------------------------------ the reference (as it was)
 

@@ -10,9 +10,9 @@ from nerbias.bias.statistics import per_group
 from nerbias.bias.names import NameList
 from nerbias.reporting.census_uncertainty import bootstrap_census, census_gap_summary, permutation_census
 from nerbias.reporting.group_effects import MIN_NAMES
+from nerbias.reporting.significance import gender_permutation_test, holm, pairwise_permutation_tests
 from nerbias.reporting.uncertainty import (
-    NameTable, bootstrap_ecdf, bootstrap_group_accuracy, bootstrap_spread, ecdf, gender_permutation_test, holm,
-    interval_text, pairwise_permutation_tests, split_group,
+    NameTable, bootstrap_ecdf, bootstrap_group_accuracy, bootstrap_spread, ecdf, interval_text, split_group,
 )
 
 GROUPS = {"White Female": 0.95, "White Male": 0.9, "Black Female": 0.7, "Black Male": 0.8}
