@@ -22,14 +22,12 @@ from common import conll_sentences, machine
 import numpy as np
 import torch
 from hydra import compose, initialize_config_dir
-from hydra.utils import instantiate
-from omegaconf import OmegaConf
 
 from nerbias.data.batching import iterate_batches
 from nerbias.data.conll2003 import default_data_dir
 from nerbias.building import build
 from nerbias.training.build import build_tagger
-from nerbias.training.trainer import TaggerOptimizer, TrainerSettings
+from nerbias.training.trainer import TaggerOptimizer
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -66,10 +64,9 @@ def main() -> None:
                 overrides.append(f"embeddings.path={path}")
             cfg = compose(config_name="train", overrides=overrides)
             torch.manual_seed(0)
-            tagger, _ = build_tagger(sentences, build(cfg.embeddings), OmegaConf.to_container(cfg.model), seed=0)
-            trainer = OmegaConf.to_container(cfg.trainer, resolve=True)
-            trainer.pop("optimizer")
-            optimizer = TaggerOptimizer(tagger.model, TrainerSettings(**trainer), instantiate(cfg.trainer.optimizer))
+            tagger, _ = build_tagger(sentences, build(cfg.embeddings, "embeddings."), build(cfg.model, "model.").as_mapping(),
+                                     seed=0)
+            optimizer = TaggerOptimizer(tagger.model, build(cfg.trainer, "trainer."))
             batches = list(iterate_batches(sentences, tagger.encoder, 32, shuffle=True,
                                            generator=torch.Generator().manual_seed(0)))
             tagger.model.train()

@@ -31,15 +31,13 @@ from common import conll_sentences, peak_rss_mb
 
 import torch
 from hydra import compose, initialize_config_dir
-from hydra.utils import instantiate
-from omegaconf import OmegaConf
 
 from nerbias.building import build
 from nerbias.data.batching import iterate_batches
 from nerbias.data.conll2003 import default_data_dir
 from nerbias.scoring import evaluate_split
 from nerbias.training.build import build_tagger
-from nerbias.training.trainer import TaggerOptimizer, TrainerSettings
+from nerbias.training.trainer import TaggerOptimizer
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -111,13 +109,11 @@ def main() -> None:
     with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
         cfg = compose(config_name="train", overrides=[f"paths.data_dir={default_data_dir()}", "paths.output_dir=.",
                                                       "logger=none", *args.overrides])
-    trainer = OmegaConf.to_container(cfg.trainer, resolve=True)
-    trainer.pop("optimizer")
-    settings = TrainerSettings(**trainer)
+    settings = build(cfg.trainer, "trainer.")
     torch.manual_seed(0)
-    tagger, _ = build_tagger(sentences, build(cfg.embeddings), OmegaConf.to_container(cfg.model), seed=0)
+    tagger, _ = build_tagger(sentences, build(cfg.embeddings, "embeddings."), build(cfg.model, "model.").as_mapping(), seed=0)
     model = tagger.model
-    optimizer = TaggerOptimizer(model, settings, instantiate(cfg.trainer.optimizer))
+    optimizer = TaggerOptimizer(model, settings)
     clock = PhaseClock(model)
     generator = torch.Generator().manual_seed(0)
     seconds = clock.seconds

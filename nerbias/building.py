@@ -1,41 +1,55 @@
-"""Objects from config groups: each group's ``_target_`` names the class or function that builds it.
+"""Objects from config nodes: a node's ``_target_`` names the class or function that builds it, and every
+other key of the node is an argument of it.
 
-A group's config also holds settings that other code reads (``kind`` labels runs and tables;
-a corpus's ``sample``, ``shard`` and ``batch_size`` steer the evaluation loop), so ``build``
-passes the target only the keys that are its parameters, plus what the caller adds at run
-time (a name list, the run's config). Those other keys are declared by the code that reads them
-(``tasks.configuration.config_reads``), and ``validation.check_config_keys`` stops a run before any work at a
-key that is neither a parameter nor declared, so nothing ``build`` leaves out goes unread.
+``build`` refuses a key its target does not take, naming the key and listing what the target takes (as
+AllenNLP's ``Params.assert_empty`` and thinc's signature check do), so a misspelt key can never be left
+unread. Two keys are the config system's, not the target's: ``_partial_`` (build a ``functools.partial``,
+for what is called later with run-time values, such as an optimizer with the parameters) and ``kind``,
+the node's label in run names and tables (``embeddings.kind=glove``), which no constructor needs. A
+nested node with a ``_target_`` is built first and passed as the argument; run-time values (vocabularies,
+a name list) come as keyword arguments of ``build`` and must be parameters too.
 """
 
 from __future__ import annotations
 
 import datetime
 import functools
-import inspect
 import os
 from typing import Any, Mapping
 
-from hydra.utils import get_object
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from nerbias.errors import NerbiasError
+from nerbias.validation import LABEL, PARTIAL, BuildError, target_of, unexpected_keys
+
+def plain(node: Mapping[str, Any] | DictConfig) -> dict[str, Any]:
+    """A config node as plain, resolved data."""
+    if isinstance(node, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(node, resolve=True)
+    return dict(node)
 
 
-def build(node: Mapping[str, Any] | DictConfig, **runtime: Any) -> Any:
-    """Call ``node["_target_"]`` with the node's keys that it accepts, then ``runtime`` (which wins)."""
-    values = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else dict(node)
-    target = values.pop("_target_", None)
-    if target is None:
-        raise NerbiasError(f"config has no _target_ to build from (keys: {sorted(values)})")
-    try:
-        factory = get_object(target)
-    except Exception as error:  # hydra raises ImportError or a wrapped error for a bad path
-        raise NerbiasError(f"_target_ {target!r} cannot be imported ({error})") from None
-    parameters = inspect.signature(factory).parameters
-    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
-    accepted = {key: value for key, value in values.items() if takes_any or key in parameters}
-    return factory(**{**accepted, **runtime})
+def build(node: Mapping[str, Any] | DictConfig, where: str = "", **runtime: Any) -> Any:
+    """``node["_target_"]`` called with the node's other keys (nested targets built first) and ``runtime``.
+
+    ``where``: the node's dotted path, for messages (``"trainer."``). Raises BuildError for a key the
+    target does not take, here or in a nested node, before anything is built."""
+    values = plain(node)
+    if "_target_" not in values:
+        raise BuildError(f"{where or 'config'}: no _target_ to build from (keys: {sorted(values)})")
+    problem = unexpected_keys({**values, **{key: None for key in runtime}}, where)
+    if problem:
+        raise BuildError(problem)
+    return _construct(values, runtime)
+
+
+def _construct(values: dict[str, Any], runtime: Mapping[str, Any]) -> Any:
+    factory = target_of(values.pop("_target_"))
+    partial = bool(values.pop(PARTIAL, False))
+    values.pop(LABEL, None)
+    arguments = {key: _construct(dict(value), {}) if isinstance(value, Mapping) and "_target_" in value else value
+                 for key, value in values.items()}
+    arguments.update(runtime)
+    return functools.partial(factory, **arguments) if partial else factory(**arguments)
 
 
 @functools.lru_cache(maxsize=None)

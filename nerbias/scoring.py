@@ -17,7 +17,7 @@ import pandas as pd
 
 from nerbias.data.batching import bioes_tags
 from nerbias.data.conll import Sentence, lowercased, write_conll
-from nerbias.data.conll2003 import load_conll2003
+from nerbias.data.conll2003 import SPLIT_FILES, load_conll2003
 from nerbias.data.tags import bioes_to_iob1
 from nerbias.errors import NerbiasError
 from nerbias.fileio import atomic_write_json, atomic_write_text
@@ -117,30 +117,29 @@ def score_splits(tagger: NerTagger, splits: dict[str, list[Sentence]], batch_siz
     return metrics
 
 
-# What the CoNLL-03 benchmark reads from its corpus node (validation.check_config_keys, via tasks.configuration.config_reads).
-CONLL_KEYS = ("name", "paper", "benchmark", "data_dir", "splits", "lowercase_splits", "verify_sizes")
-
-
 class Conll2003Benchmark:
     """``corpus=conll2003``: our checkpoint on CoNLL-03 dev / test (and lower-cased splits): metrics.json
-    plus prediction files per split. Needs a tagger with a ``NerTagger`` inside (``ner_tagger``)."""
+    plus prediction files per split. Needs a tagger with a ``NerTagger`` inside (``ner_tagger``), scored in
+    the tagger's batches (``batch_size``); ``run`` (the bias evaluations' shared settings) is not used."""
 
-    CORPUS_KEYS = CONLL_KEYS
-
-    def __init__(self, config: Any):
-        self.config = config
+    def __init__(self, name: str, paper: str, data_dir: str, splits: Sequence[str] = ("dev", "test"),
+                 lowercase_splits: Sequence[str] = (), verify_sizes: bool = True, run: Any = None):
+        unknown = sorted((set(splits) | set(lowercase_splits or ())) - set(SPLIT_FILES))
+        if unknown:
+            raise NerbiasError(f"corpus.splits: no CoNLL-03 split {unknown[0]!r} (the splits: {', '.join(SPLIT_FILES)})")
+        self.name, self.paper, self.data_dir = name, paper, data_dir
+        self.splits, self.lowercase_splits = list(splits), list(lowercase_splits or [])
+        self.verify_sizes = bool(verify_sizes)
 
     def evaluate(self, tagger: Any, output_dir: Path, logger: Any) -> dict[str, float]:
-        cfg = self.config
         if tagger.ner_tagger is None:
-            raise NerbiasError(f"tagger={cfg.tagger.get('kind')} cannot be scored on CoNLL-03 (needs a checkpoint)")
-        wanted = list(cfg.corpus.splits)
-        lower = list(cfg.corpus.get("lowercase_splits") or [])
-        splits = load_conll2003(cfg.corpus.data_dir, splits=list(dict.fromkeys(wanted + lower)),
-                                verify_sizes=cfg.corpus.get("verify_sizes", True))
+            raise NerbiasError(f"tagger {tagger.name} cannot be scored on CoNLL-03 (needs a checkpoint)")
+        wanted, lower = self.splits, self.lowercase_splits
+        splits = load_conll2003(self.data_dir, splits=list(dict.fromkeys(wanted + lower)),
+                                verify_sizes=self.verify_sizes)
         scored = {split: splits[split] for split in wanted}
         scored.update({f"{split}_lower": lowercased(splits[split]) for split in lower})
-        metrics = score_splits(tagger.ner_tagger, scored, cfg.tagger.batch_size, output_dir)
-        atomic_write_json(output_dir / "metrics.json", {"metrics": metrics, "checkpoint": str(cfg.tagger.path)})
+        metrics = score_splits(tagger.ner_tagger, scored, tagger.batch_size, output_dir)
+        atomic_write_json(output_dir / "metrics.json", {"metrics": metrics, "checkpoint": str(tagger.path)})
         logger.summary(metrics)
         return metrics

@@ -1,25 +1,28 @@
-"""Config values checked before any work: one sentence naming the key and what it may be (exit 2).
+"""Config keys and values checked before any work: one sentence naming the key and what it may be (exit 2).
 
-Each rule lives in one place. A class that receives a config node states what its values may be
-(rules, ``Rule``, checked by its ``check_values`` classmethod, which its constructor calls too):
-``validate`` calls it on the composed config, for the class a node's ``_target_`` builds and for the
-classes the task layer names for nodes without one (``owners``; this bottom layer imports none of
-them). ``RULES`` holds only the keys no class receives (the seed, device strings, data limits, the
-evaluation loop's settings). Keys a config does not have are skipped, so one ``validate`` serves
-train.py, evaluate.py and pretrain_lm.py. Keys appended on the command line
-(``+trainer.max_epoch=3``) must be keys some config of that group defines: nothing would read a
-misspelt one, and the run would silently use the default.
+Keys: every config node that code reads is a constructor's arguments (its ``_target_``; ``building.build``
+refuses a key the target has no parameter for, and ``check_config_keys`` says so before any work), or,
+for the few nodes no constructor receives (the top level, ``paths``, ``bias_eval``), the fields of a
+schema dataclass the task layer names. Keys appended on the command line (``+trainer.max_epoch=3``) must
+be keys some config of that group defines.
+
+Values: each rule lives in one place. A class that receives a config node states what its values may
+be (rules, ``Rule``, checked by its ``check_values`` classmethod, which its constructor calls too), and
+``validate`` calls it on the composed config for the class each node's ``_target_`` builds. ``RULES``
+holds only the keys no class receives whole (the seed, device strings, the logger's kind). Keys a config
+does not have are skipped, so one ``validate`` serves train.py, evaluate.py and pretrain_lm.py.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import math
 import re
 from pathlib import Path
 from dataclasses import dataclass
-from typing import Any, Callable, Collection, Iterable, Mapping, Protocol
+from typing import Any, Callable, Iterable, Mapping
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
@@ -31,6 +34,61 @@ _DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps")
 
 class ConfigError(NerbiasError):
     """A config value outside what its key allows."""
+
+
+# The keys of a config node that are the config system's, not its target's (``building.build``).
+PARTIAL = "_partial_"
+LABEL = "kind"  # a node's label (run names, tables, W&B tags); read from the config, never a constructor argument
+
+
+class BuildError(ConfigError):
+    """A config node its ``_target_`` cannot take (a key it has no parameter for, a target that is not there)."""
+
+
+def target_of(target: Any) -> Any:
+    """The class or function a ``_target_`` names (BuildError when it cannot be imported)."""
+    from hydra.utils import get_object
+
+    try:
+        return get_object(target)
+    except Exception as error:  # hydra raises ImportError or a wrapped error for a bad path
+        raise BuildError(f"_target_ {target!r} cannot be imported ({error})") from None
+
+
+def parameters_of(factory: Any) -> set[str] | None:
+    """The names ``factory`` takes by keyword; None when it takes ``**kwargs`` (anything goes) or has no
+    signature Python can read (a builtin)."""
+    try:
+        parameters = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return None
+    return {name for name, p in parameters.items()
+            if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+
+
+def unexpected_keys(node: Mapping[str, Any], where: str = "") -> str | None:
+    """Why ``node`` (plain data) cannot be built: its first key, here or in a nested node with a ``_target_``,
+    that its target takes no parameter for, as one sentence naming the dotted key and what the target
+    takes; None when every key fits. Targets that cannot be imported are left to ``build`` to report."""
+    target = node.get("_target_")
+    if target is not None:
+        try:
+            parameters = parameters_of(target_of(target))
+        except BuildError:
+            parameters = None
+        if parameters is not None:
+            unknown = sorted(key for key in node if key not in parameters | {"_target_", PARTIAL, LABEL})
+            if unknown:
+                return (f"{where}{unknown[0]}: {target} takes no such argument (it takes: "
+                        f"{', '.join(sorted(parameters)) or 'nothing'}); a typo, or a setting of another node?")
+    for key, value in node.items():
+        if isinstance(value, Mapping):
+            problem = unexpected_keys(value, f"{where}{key}.")
+            if problem:
+                return problem
+    return None
 
 
 def _number(value: Any) -> bool:
@@ -86,29 +144,14 @@ def check_values(values: Mapping[str, Any], rules: Mapping[str, Rule], prefix: s
             rule.check(f"{prefix}{key}", values[key])
 
 
-class ValueOwner(Protocol):
-    """A class that receives a config node and states what its keys may be."""
-
-    @classmethod
-    def check_values(cls, values: Mapping[str, Any], prefix: str) -> None: ...
-
-
 # The keys no class receives whole (the seed, device strings, data limits, the evaluation loop's settings,
 # labels); the rules of the keys a class receives are that class's.
 RULES: dict[str, Rule] = {
     "seed": at_least(0),
     "trainer.optimizer.lr": POSITIVE_NUMBER,  # a torch optimizer's: torch checks it only when it is built
     "trainer.device": DEVICE,
-    "data.max_train_sentences": optional(POSITIVE_INTEGER, "all"),
-    "data.max_eval_sentences": optional(POSITIVE_INTEGER, "all"),
     "tagger.device": DEVICE,
     "tagger.batch_size": POSITIVE_INTEGER,
-    "corpus.batch_size": POSITIVE_INTEGER,
-    "corpus.sample": optional(POSITIVE_INTEGER, "every sentence"),
-    "corpus.num_shards": POSITIVE_INTEGER,
-    "corpus.template": Rule(lambda v: v is None or (_integer(v) and 1 <= v <= 9), "1-9, or null (all nine)"),
-    "name_profile.enabled": BOOLEAN,
-    "bias_eval.name_profile.enabled": BOOLEAN,
     "logger.kind": one_of("wandb", "none", description="wandb or none (logger=wandb|none)"),
 }
 
@@ -193,53 +236,34 @@ def check_targets(cfg: DictConfig) -> None:
     walk(OmegaConf.to_container(cfg, resolve=False), "")
 
 
-def _target_parameters(target: Any) -> set[str] | None:
-    """The parameters ``target`` takes by name; None when it takes ``**kwargs`` (anything goes) or
-    cannot be imported here (``check_targets`` reports a misspelt one)."""
-    from hydra.utils import get_object
+def check_config_keys(cfg: DictConfig, schemas: Mapping[str, type]) -> None:
+    """Stop at a key nothing reads (a misspelt ``model.hiden_size`` in a YAML file would otherwise leave the
+    default in force and say nothing), before any work.
 
-    try:
-        factory = get_object(target)
-        parameters = inspect.signature(factory).parameters
-    except Exception:  # noqa: BLE001 - an import failure is check_targets' or the build's to report
-        return None
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
-        return None
-    return {name for name, p in parameters.items() if p.kind is not inspect.Parameter.VAR_POSITIONAL}
-
-
-def check_config_keys(cfg: DictConfig, reads: Mapping[str, Collection[str]]) -> None:
-    """Stop at a key no code reads (a misspelt ``model.hiden_size`` in a YAML file would otherwise
-    leave the default in force and say nothing).
-
-    ``reads``: dotted path of a config node ("" for the top level) -> the keys the code that runs the
-    node reads from it. A node with a ``_target_`` also takes its target's parameters (``build``
-    passes them), wherever it sits; nodes neither named nor built (free-form values such as
-    ``embeddings.lstm`` overrides) are not checked.
+    A node with a ``_target_`` takes its target's parameters (``unexpected_keys``, as ``building.build``
+    will); a node without one that code reads whole takes the fields of its schema (``schemas``: dotted
+    path, "" for the top level -> a dataclass). Other nodes (free-form values such as the ELMo ``lstm``
+    options, the labels of ``bias_eval.corpora``) are walked through for targets.
     """
-    def check(node: Mapping[str, Any], path: str) -> None:
-        accepted = set(reads.get(path, ()))
-        target = node.get("_target_")
-        if target is not None:
-            parameters = _target_parameters(target)
-            if parameters is None:
-                return
-            accepted |= parameters | {"_target_", "_partial_"}
-        unknown = sorted(key for key in node if key not in accepted)
-        if unknown:
-            where = f"{path}." if path else ""
-            group = f"the {path} group" if path else "the top level"
-            raise ConfigError(f"{where}{unknown[0]}: no code reads this key ({group} takes: "
-                              f"{', '.join(sorted(accepted))}); a typo, or a setting of another group?")
-
     def walk(node: Any, path: str) -> None:
         if not isinstance(node, Mapping):
             return
-        if path in reads or "_target_" in node:
-            check(node, path)
+        where = f"{path}." if path else ""
+        if "_target_" in node:
+            problem = unexpected_keys(node, where)
+            if problem:
+                raise ConfigError(problem)
+            return
+        if path in schemas:
+            accepted = {f.name for f in dataclasses.fields(schemas[path])}
+            unknown = sorted(key for key in node if key not in accepted)
+            if unknown:
+                group = f"the {path} group" if path else "the top level"
+                raise ConfigError(f"{where}{unknown[0]}: no code reads this key ({group} takes: "
+                                  f"{', '.join(sorted(accepted))}); a typo, or a setting of another group?")
         for key, value in node.items():
             if key != "hydra":
-                walk(value, f"{path}.{key}" if path else str(key))
+                walk(value, f"{where}{key}")
 
     walk(OmegaConf.to_container(cfg, resolve=False), "")
 
@@ -281,11 +305,6 @@ def _target_owned_nodes(cfg: DictConfig) -> list[tuple[str, Any]]:
             owner = _target_owner(node["_target_"]) if "_target_" in node else None
             if owner is not None:
                 found.append((path, owner))
-            benchmark = node.get("benchmark")  # a corpus node: its benchmark states what the corpus keys may be
-            owner = _target_owner(benchmark["_target_"]) if isinstance(benchmark, Mapping) and \
-                "_target_" in benchmark else None
-            if owner is not None:
-                found.append((path, owner))
             for key, value in node.items():
                 if key != "hydra":
                     walk(value, f"{path}.{key}" if path else str(key))
@@ -294,33 +313,27 @@ def _target_owned_nodes(cfg: DictConfig) -> list[tuple[str, Any]]:
     return found
 
 
-def check_config_values(cfg: DictConfig, owners: Iterable[tuple[str, ValueOwner]] = ()) -> None:
-    """Every value by its rule: those of RULES, then each node's by its owner (see ``validate``)."""
+def check_config_values(cfg: DictConfig) -> None:
+    """Every value by its rule: those of RULES, then each node's by the class its ``_target_`` builds."""
     for key, rule in RULES.items():
         present, value = _select(cfg, key)
         if present:
             rule.check(key, value)
-    for path, owner in [*owners, *_target_owned_nodes(cfg)]:
+    for path, owner in _target_owned_nodes(cfg):
         values = _node_values(cfg, path)
         if values is not None:
             owner.check_values(values, f"{path}.")
 
 
-def validate(cfg: DictConfig, overrides: Iterable[str] = (), owners: Iterable[tuple[str, ValueOwner]] = ()) -> None:
-    """Raise ConfigError for the first value outside what its key allows.
-
-    ``owners``: (config path, a class that receives that node's values) for nodes without a
-    ``_target_``, e.g. ``("trainer", TrainerSettings)``; a node may have several. A node with a
-    ``_target_`` is checked by the class its target builds. The task layer names the owners (this
-    module imports none of them).
-    """
-    check_appended_keys(overrides)
+def validate(cfg: DictConfig, overrides: Iterable[str] = (), schemas: Mapping[str, type] | None = None) -> None:
+    """Raise ConfigError for the first key nothing reads (``schemas``: see ``check_config_keys``; None: keys
+    are not checked) or value outside what its key allows: a node with a ``_target_`` is checked by the
+    class its target builds (``check_values``), the keys no class receives by RULES."""
     check_targets(cfg)
-    check_config_values(cfg, owners)
-    present, shard = _select(cfg, "corpus.shard")
-    _, num_shards = _select(cfg, "corpus.num_shards")
-    if present and shard is not None and not (_integer(shard) and 0 <= shard < (num_shards or 1)):
-        raise ConfigError(f"corpus.shard={shard!r}: must be null or an integer in [0, corpus.num_shards={num_shards})")
+    if schemas is not None:
+        check_config_keys(cfg, schemas)
+    check_appended_keys(overrides)
+    check_config_values(cfg)
     for key in ("trainer.device", "tagger.device"):
         present, device = _select(cfg, key)
         if present and isinstance(device, str) and device.startswith("cuda"):

@@ -60,9 +60,9 @@ def test_experiment_runs_in_smoke_size(experiment, tmp_path):
                       for name in probe.bias_eval.corpora if name not in ("census", "dev_probe")]
         for name in probe.bias_eval.corpora:  # the name corpora: winogender, insitu (and their OOV-set twins)
             if name.startswith("winogender"):
-                overrides += [f"bias_eval.corpora.{name}.sample=24", f"bias_eval.corpora.{name}.expected_templates=null"]
+                overrides += [f"bias_eval.corpora.{name}.sample=24", f"bias_eval.corpora.{name}.source.expected_templates=null"]
             elif name.startswith("insitu"):
-                overrides += [f"bias_eval.corpora.{name}.verify_sizes=false"]
+                overrides += [f"bias_eval.corpora.{name}.source.verify_sizes=false"]
     if probe.get("bias_eval") and "census" in probe.bias_eval.corpora:
         (data_dir / "ssa_names").mkdir()
         for year in (2017, 2018):

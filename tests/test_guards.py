@@ -170,7 +170,7 @@ def test_entry_points_exit_2_with_one_line_and_write_nothing(tiny_data_dir, tmp_
     assert not (out / "checkpoints").exists() and not (out / "metrics.json").exists()
     result = run_script("train.py", tiny_train_overrides(tiny_data_dir) + ["+trainer.max_epoch=3",
                                                                          f"hydra.run.dir={tmp_path / 'r2'}"])
-    assert result.returncode == 2 and "trainer.max_epoch: no trainer config has the key" in result.stderr
+    assert result.returncode == 2 and "trainer.max_epoch: nerbias.training.trainer.TrainerSettings takes no such argument" in result.stderr
 
 
 # ------------------------------------------------------------------------------- output locations
@@ -206,17 +206,17 @@ def test_evaluation_results_are_final_together_or_not_at_all(tmp_path, monkeypat
     names = load_names()
     stats = NameStatistics()
     stats.add([BiasSentence((names.names[0], "ran"), (NameSlot(0, names.names[0]),))], [[SlotOutcome("PER", 0.9)]])
-    cfg = compose_config("evaluate", ["corpus=winogender"])
+    run = runner.EvaluationRun()
 
     def broken_plot(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(runner, "plot_ecdf", broken_plot)
     with pytest.raises(NerbiasError, match="no space left on device"):
-        runner.write_name_results(stats, names, cfg, tmp_path, runner.NullLogger(), extra={"tagger": "t"})
+        runner.write_name_results(stats, names, "winogender", False, run, tmp_path, runner.NullLogger(), extra={"tagger": "t"})
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # not per_name.csv without metrics.json
     with pytest.raises(NerbiasError, match="scored no sentence"):
-        runner.write_name_results(NameStatistics(), names, cfg, tmp_path, runner.NullLogger())
+        runner.write_name_results(NameStatistics(), names, "winogender", False, run, tmp_path, runner.NullLogger())
 
 
 def test_orphan_temporary_files_are_removed_on_the_next_run(tmp_path):

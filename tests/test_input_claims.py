@@ -51,8 +51,8 @@ def name_run(tmp_path) -> Path:
             stats.add([BiasSentence((name, "ran"), (NameSlot(0, name),))], [[outcome]])
     run = tmp_path / "run"
     run.mkdir()
-    cfg = compose_config("evaluate", ["corpus=winogender", f"corpus.names={names_csv}"])
-    runner.write_name_results(stats, names, cfg, run, runner.NullLogger(), extra={"tagger": "t", "sentences": 140})
+    runner.write_name_results(stats, names, "winogender", False, runner.EvaluationRun(), run, runner.NullLogger(),
+                              extra={"tagger": "t", "sentences": 140})
     (run / "config_resolved.yaml").write_text(f"corpus:\n  name: winogender\n  names: {names_csv}\n")
     return run
 
@@ -133,8 +133,8 @@ def test_a_partial_merge_says_so_in_its_file_names_and_the_report_title(name_run
     stats = NameStatistics()
     for name in GROUPS:
         stats.add([BiasSentence((name, "ran"), (NameSlot(0, name),))], [[SlotOutcome("PER", 0.9)]])
-    cfg = compose_config("evaluate", ["corpus=winogender", f"corpus.names={tmp_path / 'names.csv'}"])
-    runner.write_name_results(stats, load_names(tmp_path / "names.csv"), cfg, name_run, runner.NullLogger(),
+    runner.write_name_results(stats, load_names(tmp_path / "names.csv"), "winogender", False, runner.EvaluationRun(),
+                              name_run, runner.NullLogger(),
                               extra={"tagger": "t", "shards_merged": 2, "shards_missing": [1]})
     written = sorted(p.name for p in name_run.iterdir())
     assert "per_name.partial.csv" in written and "per_group.partial.csv" in written

@@ -75,9 +75,9 @@ def test_every_group_builds_its_object_from_target(tmp_path):
     templates = tmp_path / "templates.tsv"
     templates.write_text("occupation(0)\tother-participant(1)\tanswer\tsentence\n"
                          "nurse\tpatient\t0\tThe $OCCUPATION told the $PARTICIPANT that $NOM_PRONOUN could pay .\n")
-    corpus = build(compose_config("evaluate", ["corpus=winogender", f"corpus.templates={templates}",
-                                                   "corpus.expected_templates=null"]).corpus,
-                   names=["Anna", "Greg", "Maria"])
+    corpus = build(compose_config("evaluate", ["corpus=winogender", f"corpus.source.templates={templates}",
+                                                   "corpus.source.expected_templates=null"]).corpus.source
+                   )(names=["Anna", "Greg", "Maria"])
     assert isinstance(corpus, WinogenderCorpus) and len(corpus) == 6
     assert SpacySlotTagger.__name__ in compose_config("evaluate", ["tagger=spacy"]).tagger._target_
 

@@ -41,15 +41,15 @@ def test_each_condition_composes_with_the_study_and_switches_on_only_its_options
     cfg = compose_config("train", ["experiment=mitigation_study", f"mitigation={condition}"])
     assert cfg.condition == condition and cfg.run_name == f"mitigation-{condition}-seed42"
     got = (cfg.embeddings.debias, cfg.augment.lowercase, cfg.augment.names, cfg.augment.entity_mask,
-           cfg.embeddings.normalize, cfg.augment.adversarial, cfg.augment.name_pool)
+           cfg.embeddings.normalize, cfg.augment.adversarial, cfg.augment.name_pool.source)
     assert got == CONDITIONS[condition]
     assert cfg.embeddings.kind == "glove" and cfg.trainer.max_epochs == 50 and cfg.trainer.patience == 8  # to convergence
     oov = cfg.bias_eval.corpora.winogender_oov
     assert oov.names == "oov_set" and oov.seed == 0 and cfg.bias_eval.corpora.insitu_oov.names == "oov_set"
     census = cfg.bias_eval.corpora.census
-    assert census.names == "heldout" and list(census.pool_exclude) == list(cfg.augment.pool_exclude)
+    assert census.names == "heldout" and list(census.pool_exclude) == list(cfg.augment.name_pool.exclude)
     assert cfg.bias_eval.corpora.winogender.seed == 0  # one sample for every condition and seed
-    assert cfg.bias_eval.corpora.probes.benchmark._target_.endswith("ProbesBenchmark")  # person vs place contexts
+    assert cfg.bias_eval.corpora.probes._target_.endswith("ProbesBenchmark")  # person vs place contexts
 
 
 def test_the_elmo_comparison_run_is_the_baseline_recipe_on_elmo_evaluated_as_the_study():

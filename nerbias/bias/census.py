@@ -71,7 +71,7 @@ def select_names(ssa: pd.DataFrame | SsaTable, subset: str, pool_exclude: Sequen
     ``heldout``: only names that name substitution can never put into training, i.e. every name
     outside the training half of ``substitution_pool(distinct names, pool_exclude, "train")`` (the
     held-out half, plus the excluded evaluation names, which substitution never draws either). Pass
-    the ``pool_exclude`` the training run used (augment.pool_exclude) so the two halves are the ones
+    the ``pool_exclude`` the training run used (augment.name_pool.exclude) so the two halves are the ones
     training saw."""
     if subset == "all":
         return ssa

@@ -367,7 +367,7 @@ class WinogenderCorpus(NameSubstitutionCorpus):
         loaded = load_winogender_templates(templates)
         if expected_templates is not None and len(loaded) != expected_templates:
             raise DataFormatError(templates, f"{len(loaded)} templates, expected {expected_templates} (truncated or "
-                                             "edited? set corpus.expected_templates=null for your own templates)")
+                                             "edited? set corpus.source.expected_templates=null for your own templates)")
         corpus = cls(loaded, names, lowercase=lowercase)
         log.info("Winogender: %d templates x %d names -> %d sentences", len(loaded), len(names), len(corpus))
         return corpus

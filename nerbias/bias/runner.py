@@ -18,55 +18,69 @@ from __future__ import annotations
 
 import itertools
 import logging
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from omegaconf import DictConfig
 from tqdm.auto import tqdm
 
 from nerbias.bias.corpora import NameSubstitutionCorpus, shard_bounds
-from nerbias.bias.name_profile import attach_profile
+from nerbias.bias.name_profile import NameProfileJoin
 from nerbias.bias.names import NameList
 from nerbias.bias.plots import plot_ecdf
-from nerbias.bias.statistics import DEFAULT_EXACT_LIMIT, NameStatistics, per_group, summary_scalars
+from nerbias.bias.statistics import NameStatistics, StatisticsOptions, per_group, summary_scalars
 from nerbias.bias.tagging import SlotTagger
 from nerbias.bias.types import corpus_label, corpus_title, partial_note, result_file_name
-from nerbias.building import build
 from nerbias.errors import NerbiasError
+from nerbias.validation import POSITIVE_INTEGER, at_least, optional
 from nerbias.fileio import FILE_RECORD, atomic_files, atomic_write_json, record_files, write_csv
 from nerbias.loggers import NullLogger
 
 log = logging.getLogger(__name__)
 
 
-# What the benchmarks read from a corpus node besides its ``_target_``'s parameters (each benchmark
-# class's CORPUS_KEYS): the evaluation loop's settings (the census, built by no target, lists all of its
-# own), and the statistics' settings (``metrics``; the name profile join's are name_profile.PROFILE_KEYS):
-# validation.check_config_keys, through tasks.configuration.config_reads.
-CORPUS_LOOP_KEYS = ("name", "paper", "benchmark", "batch_size", "sample", "seed", "shard", "num_shards")
-CENSUS_KEYS = ("name", "paper", "benchmark", "batch_size", "ssa", "first_year", "last_year", "template", "lowercase",
-               "partial_person_is_person", "names", "pool_exclude")
-METRICS_KEYS = ("confidence_over", "confidence_bins", "exact_percentiles_max", "std_ddof")
+@dataclass(frozen=True)
+class EvaluationRun:
+    """What every benchmark of one evaluation takes besides its corpus node: the evaluation config's
+    ``metrics`` and ``name_profile`` nodes and its shard settings (``shards_dir``: where the shards of a
+    sharded evaluation go; ``merge_shards``: score nothing, merge the finished shards)."""
+
+    metrics: StatisticsOptions = field(default_factory=StatisticsOptions)
+    name_profile: NameProfileJoin = field(default_factory=NameProfileJoin)
+    shards_dir: str | None = None
+    merge_shards: bool = False
 
 
-def build_corpus(cfg: DictConfig, names: NameList) -> NameSubstitutionCorpus:
-    """The name-substitution corpus of the ``corpus`` group's ``_target_``, filled with ``names``."""
-    return build(cfg, names=names.names)
+@dataclass(frozen=True)
+class SampleSettings:
+    """Which sentences of a name-substitution corpus are scored and how: a seeded ``sample`` (None: every
+    sentence), in shards of ``num_shards`` (``shard``: one index, None: every unfinished one), tagged
+    ``batch_size`` sentences a call."""
+
+    sample: int | None = None
+    seed: int = 0
+    shard: int | None = None
+    num_shards: int = 1
+    batch_size: int = 1024
 
 
-def selected_indices(cfg: DictConfig, corpus: NameSubstitutionCorpus, shard: int = 0,
+SAMPLE_RULES = {"sample": optional(POSITIVE_INTEGER, "every sentence"), "seed": at_least(0),
+                "num_shards": POSITIVE_INTEGER, "batch_size": POSITIVE_INTEGER}
+
+
+def selected_indices(settings: SampleSettings, corpus: NameSubstitutionCorpus, shard: int = 0,
                      num_shards: int = 1) -> tuple[Iterator[int], int, str]:
     """The indices shard ``shard`` of ``num_shards`` scores, streamed: of a seeded sample or
     of the whole corpus. Shards are contiguous parts of that sequence, together covering it
     exactly once. A sample is streamed in generation order and each chunk sorted (see
     ``sorted_chunks``), so batches are runs of one template while memory stays flat.
     """
-    sample = cfg.get("sample")
+    sample = settings.sample
     total = int(sample) if sample else len(corpus)
     start, stop = shard_bounds(total, num_shards, shard)
     if sample:
-        stream = itertools.islice(corpus.iter_sample(total, int(cfg.seed)), start, stop)
-        what = f"sample of {sample} (seed {cfg.seed})"
+        stream = itertools.islice(corpus.iter_sample(total, int(settings.seed)), start, stop)
+        what = f"sample of {sample} (seed {settings.seed})"
     else:
         stream = iter(range(start, stop))
         what = "whole corpus"
@@ -102,26 +116,26 @@ def count_outcomes(tagger: SlotTagger, corpus: NameSubstitutionCorpus, indices: 
         progress(len(part))
 
 
-def score_shard(cfg: DictConfig, corpus: NameSubstitutionCorpus, tagger: SlotTagger, shard: int, num_shards: int
-                ) -> tuple[NameStatistics, int]:
-    indices, count, what = selected_indices(cfg.corpus, corpus, shard, num_shards)
+def score_shard(label: str, settings: SampleSettings, statistics: StatisticsOptions, corpus: NameSubstitutionCorpus,
+                tagger: SlotTagger, shard: int, num_shards: int) -> tuple[NameStatistics, int]:
+    indices, count, what = selected_indices(settings, corpus, shard, num_shards)
     log.info("tagging %d sentences (%s) with %s", count, what, tagger.name)
-    stats = NameStatistics(bins=cfg.metrics.confidence_bins, confidence_over=cfg.metrics.confidence_over,
-                           exact_limit=cfg.metrics.get("exact_percentiles_max", DEFAULT_EXACT_LIMIT))
-    with tqdm(total=count, desc=f"{cfg.corpus.name} sentences", unit="sent") as progress:
-        for block in sorted_chunks(indices, chunk=max(cfg.corpus.batch_size * 64, 65536)):
-            count_outcomes(tagger, corpus, block, cfg.corpus.batch_size, stats, progress.update)
+    stats = statistics.new_statistics()
+    with tqdm(total=count, desc=f"{label} sentences", unit="sent") as progress:
+        for block in sorted_chunks(indices, chunk=max(settings.batch_size * 64, 65536)):
+            count_outcomes(tagger, corpus, block, settings.batch_size, stats, progress.update)
     return stats, count
 
 
-def shard_identity(cfg: DictConfig, tagger: SlotTagger, num_shards: int) -> dict[str, Any]:
+def shard_identity(label: str, settings: SampleSettings, corpus: NameSubstitutionCorpus, names: str | None,
+                   tagger: SlotTagger) -> dict[str, Any]:
     """What must agree between the shards of one evaluation: corpus, sample, names, and the tagger (its
     name and what it declares, ``SlotTagger.identity``: a model file by content, how a Hugging Face
     tagger reads its confidence and length limit)."""
-    c = cfg.corpus
-    return {"corpus": c.name, "lowercase": bool(c.get("lowercase")), "sample": c.get("sample"),
-            "seed": int(c.seed), "num_shards": num_shards, "rule": c.get("rule"), "names": str(c.get("names")),
-            "tagger": tagger.name, **{f"tagger_{key}": value for key, value in tagger.identity().items()}}
+    return {"corpus": label, "lowercase": bool(corpus.lowercase), "sample": settings.sample,
+            "seed": int(settings.seed), "num_shards": settings.num_shards, "rule": getattr(corpus, "rule", None),
+            "names": str(names), "tagger": tagger.name,
+            **{f"tagger_{key}": value for key, value in tagger.identity().items()}}
 
 
 def read_shard(path: Path, shard: int, identity: dict[str, Any]) -> tuple[NameStatistics, dict[str, Any]]:
@@ -137,8 +151,8 @@ def read_shard(path: Path, shard: int, identity: dict[str, Any]) -> tuple[NameSt
     return stats, meta
 
 
-def merge_shards(cfg: DictConfig, names: NameList, shards_dir: Path, num_shards: int, path_of,
-                 identity: dict[str, Any], output_dir: Path, logger: NullLogger) -> dict[str, Any]:
+def merge_shards(label: str, lowercase: bool, run: EvaluationRun, names: NameList, shards_dir: Path, num_shards: int,
+                 path_of, identity: dict[str, Any], output_dir: Path, logger: NullLogger) -> dict[str, Any]:
     finished = [i for i in range(num_shards) if path_of(i).exists()]
     if not finished:
         raise NerbiasError(f"{shards_dir}: no finished shard of {num_shards} to merge")
@@ -151,23 +165,23 @@ def merge_shards(cfg: DictConfig, names: NameList, shards_dir: Path, num_shards:
     missing = sorted(set(range(num_shards)) - set(finished))
     if missing:
         log.warning("merging %d of %d shards; missing: %s", len(finished), num_shards, missing)
-    return write_name_results(merged, names, cfg, output_dir, logger,
+    return write_name_results(merged, names, label, lowercase, run, output_dir, logger,
                               extra={"sentences": sentences, "tagger": tagger_name,
                                      "shards_merged": len(finished), "shards_missing": missing})
 
 
-def write_name_results(stats: NameStatistics, names: NameList, cfg: DictConfig, output_dir: Path,
-                       logger: NullLogger, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    ddof = int(cfg.metrics.get("std_ddof", 0))
+def write_name_results(stats: NameStatistics, names: NameList, label: str, lowercase: bool, run: EvaluationRun,
+                       output_dir: Path, logger: NullLogger, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    ddof = int(run.metrics.std_ddof)
     if not any(entry.slots for entry in stats.names.values()):  # nothing final for an empty evaluation
-        raise NerbiasError(f"{cfg.corpus.name}: the evaluation scored no sentence (corpus.sample, shard or batch "
+        raise NerbiasError(f"{label}: the evaluation scored no sentence (corpus.sample, shard or batch "
                            "sizes leave nothing to tag); no result written")
     table = stats.per_name(names, ddof=ddof)
     groups = per_group(table, names, ddof=ddof)
-    table = attach_profile(table, cfg)
+    table = run.name_profile.attach(table)
     breakdown = stats.label_breakdown(names)
-    prefix = corpus_label(cfg.corpus.name, bool(cfg.corpus.get("lowercase")))
-    where = f"{corpus_title(cfg.corpus.name, bool(cfg.corpus.get('lowercase')))}, tagger {(extra or {}).get('tagger', '?')}"
+    prefix = corpus_label(label, lowercase)
+    where = f"{corpus_title(label, lowercase)}, tagger {(extra or {}).get('tagger', '?')}"
     partial = partial_note(extra or {})
     if partial:  # where a reader looks: the file names and every figure's title
         where = f"{where} ({partial})"
@@ -205,5 +219,5 @@ def write_name_results(stats: NameStatistics, names: NameList, cfg: DictConfig, 
     return scalars
 
 
-__all__ = ["CORPUS_LOOP_KEYS", "CENSUS_KEYS", "METRICS_KEYS", "count_outcomes", "merge_shards", "score_shard",
+__all__ = ["EvaluationRun", "SampleSettings", "count_outcomes", "merge_shards", "score_shard",
            "shard_identity", "write_name_results"]

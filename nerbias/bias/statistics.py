@@ -76,6 +76,28 @@ METRICS_RULES: dict[str, Rule] = {
     "exact_percentiles_max": at_least(0), "std_ddof": one_of(0, 1, description="0 (population) or 1 (sample)")}
 
 
+@dataclass(frozen=True)
+class StatisticsOptions:
+    """The ``metrics`` node (configs/evaluate.yaml): how each name's confidences are summarised."""
+
+    confidence_over: str = "recognised"   # confidence statistics over recognised slots (the paper) or all
+    confidence_bins: int = 10000          # histogram bins once past exact_percentiles_max
+    exact_percentiles_max: int = DEFAULT_EXACT_LIMIT
+    std_ddof: int = 0                     # standard deviations: 0 population, 1 sample
+
+    def __post_init__(self) -> None:
+        self.check_values(vars(self))
+
+    @classmethod
+    def check_values(cls, values: Mapping[str, object], prefix: str = "metrics.") -> None:
+        """What the ``metrics`` settings may be (validation.validate checks a config's before any work)."""
+        check_values(values, METRICS_RULES, prefix)
+
+    def new_statistics(self) -> "NameStatistics":
+        return NameStatistics(bins=self.confidence_bins, confidence_over=self.confidence_over,
+                              exact_limit=self.exact_percentiles_max)
+
+
 class NameStatistics:
     @classmethod
     def check_values(cls, values: Mapping[str, object], prefix: str = "metrics.") -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Iterable, Mapping, Sequence
 
 from nerbias.data.conll import Sentence
@@ -141,16 +141,17 @@ class AmbiguityRule:
 
     @classmethod
     def check_values(cls, values: Mapping[str, Any], prefix: str = "ambiguity rule: ") -> None:
-        """What each field may be (validation.validate checks ``augment.ambiguity`` before any work)."""
+        """What each field may be (validation.validate checks ``augment.name_pool.ambiguity`` before any work)."""
         check_values(values, AMBIGUITY_RULES, prefix)
 
     @classmethod
     def from_mapping(cls, spec: Mapping[str, Any] | None) -> "AmbiguityRule":
         """A rule from a config mapping; an unknown key is an error (nothing would read it)."""
         spec = dict(spec or {})
-        unknown = sorted(set(spec) - {"min_typed", "types", "casing", "gazetteer"})
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(spec) - set(known))
         if unknown:
-            raise NerbiasError(f"ambiguity rule: unknown key(s) {unknown} (known: min_typed, types, casing, gazetteer)")
+            raise NerbiasError(f"ambiguity rule: unknown key(s) {unknown} (known: {', '.join(known)})")
         if "types" in spec:
             spec["types"] = tuple(spec["types"])
         return cls(**spec)

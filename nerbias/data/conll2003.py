@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from nerbias.data.conll import Sentence, read_conll
 from nerbias.errors import DataFormatError
+from nerbias.validation import BOOLEAN, POSITIVE_INTEGER, Rule, check_values, optional
 
 log = logging.getLogger(__name__)
 
@@ -40,3 +42,36 @@ def load_conll2003(
                 )
         loaded[split] = sentences
     return loaded
+
+
+DATA_RULES: dict[str, Rule] = {"verify_sizes": BOOLEAN, "max_train_sentences": optional(POSITIVE_INTEGER, "all"),
+                               "max_eval_sentences": optional(POSITIVE_INTEGER, "all")}
+
+
+@dataclass(frozen=True)
+class Conll2003Data:
+    """The ``data`` group: the CoNLL-03 splits a training reads (``load``)."""
+
+    data_dir: str
+    verify_sizes: bool = True                # check the published sentence and token counts
+    max_train_sentences: int | None = None   # train on the first N sentences only (smoke runs, tests)
+    max_eval_sentences: int | None = None    # early stopping scores the first N dev sentences
+
+    def __post_init__(self) -> None:
+        self.check_values(vars(self))
+
+    @classmethod
+    def check_values(cls, values: Mapping[str, Any], prefix: str = "data.") -> None:
+        check_values(values, DATA_RULES, prefix)
+
+    def load(self) -> dict[str, list[Sentence]]:
+        """``train`` (cut to ``max_train_sentences`` if set), whole ``dev`` and ``test``, and ``dev_epoch``,
+        the part of dev scored after every epoch for early stopping (its first ``max_eval_sentences``; all
+        of dev when null). The best checkpoint is always scored on the whole dev and test splits."""
+        splits = load_conll2003(self.data_dir, verify_sizes=self.verify_sizes)
+        if self.max_train_sentences:
+            splits["train"] = splits["train"][: self.max_train_sentences]
+        splits["dev_epoch"] = splits["dev"][: self.max_eval_sentences] if self.max_eval_sentences else splits["dev"]
+        for split, sentences in splits.items():
+            log.info("%s: %d sentences, %d tokens", split, len(sentences), sum(len(s) for s in sentences))
+        return splits

@@ -25,7 +25,7 @@ from nerbias.validation import FRACTION_BELOW_ONE, POSITIVE_INTEGER, Rule, check
 @dataclass
 class TaggerConfig:
     """The options of the BiLSTM-CRF on top of the token embedder (the ``model`` group's other keys
-    are the word + character embedder's: ``WORD_CHAR_OPTIONS``)."""
+    are the word + character embedder's: ``ModelOptions``)."""
 
     lstm_hidden: int = 200
     lstm_layers: int = 1
@@ -285,18 +285,51 @@ class WordCharEmbedder(nn.Module):
 
 
 WORD_CHAR_EMBEDDER = "nerbias.models.bilstm_crf.WordCharEmbedder"
-# The word + character embedder's options, which the ``model`` group holds beside TaggerConfig's.
-WORD_CHAR_OPTIONS = ("word_dim", "freeze_words", "char_encoder", "char_dim", "char_filters", "char_widths",
-                     "char_lstm_hidden", "word_dropout", "sparse_word_gradients")
-MODEL_KEYS = (*WORD_CHAR_OPTIONS, *TaggerConfig.__dataclass_fields__)  # the ``model`` group's keys
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """The ``model`` group (configs/model/): the options of the word + character embedder (``WordCharEmbedder``;
+    its word table's size and freezing come from the ``embeddings`` group) and of the BiLSTM-CRF
+    (``TaggerConfig``). ``as_mapping`` hands them to ``NerTagger.build``."""
+
+    char_encoder: str | None = "cnn"   # cnn (Ma & Hovy 2016), lstm (Lample et al. 2016) or null (none)
+    char_dim: int = 30
+    char_filters: int = 50
+    char_widths: Sequence[int] = (3,)
+    char_lstm_hidden: int = 25         # lstm only, per direction
+    lstm_hidden: int = 200             # per direction
+    lstm_layers: int = 1
+    dropout: float = 0.5
+    word_dropout: float = 0.05
+    constrain_transitions: bool = True
+    kernels: str = "fused"
+
+    def __post_init__(self) -> None:
+        self.check_values(vars(self))
+
+    @classmethod
+    def check_values(cls, values: Mapping[str, Any], prefix: str = "model.") -> None:
+        TaggerConfig.check_values(values, prefix)
+        WordCharEmbedder.check_values(values, prefix)
+
+    def as_mapping(self) -> dict[str, Any]:
+        return {key: list(value) if key == "char_widths" else value for key, value in vars(self).items()}
+
+
+def _word_char_options() -> tuple[str, ...]:
+    """The options a ``WordCharEmbedder`` takes besides its vocabularies (its constructor's parameters)."""
+    import inspect
+
+    return tuple(name for name in inspect.signature(WordCharEmbedder).parameters if name not in ("words", "chars"))
 
 
 def word_char_spec(options: Mapping[str, Any]) -> dict[str, Any]:
-    """The spec of a word + character embedder with the ``WORD_CHAR_OPTIONS`` among ``options`` (a
+    """The spec of a word + character embedder with its options among ``options`` (a
     ``model`` section with the word table's ``word_dim`` and ``freeze_words``); plain data."""
     chosen = effective_model_options(options)
     return {"_target_": WORD_CHAR_EMBEDDER, **{key: list(chosen[key]) if key == "char_widths" else chosen[key]
-                                                for key in WORD_CHAR_OPTIONS if key in chosen}}
+                                                for key in _word_char_options() if key in chosen}}
 
 
 def build_token_embedder(spec: Mapping[str, Any], words: Vocabulary, chars: Vocabulary,

@@ -66,7 +66,7 @@ class WordVectors:
 
     def __init__(self, source: str | None = None, path: str | None = None, dim: int = 50, lowercase: bool = True,
                  freeze: bool = False, include_pretrained_vocab: bool = True, debias: str | None = None,
-                 normalize: bool | None = None, debias_neutralize: str = "all"):
+                 normalize: bool | None = None, debias_neutralize: str = "all", coverage_names: str | None = None):
         self.check_values({"dim": dim, "debias": debias, "normalize": normalize,
                            "debias_neutralize": debias_neutralize})
         if debias is None and debias_neutralize != "all":
@@ -83,6 +83,7 @@ class WordVectors:
         self.include_pretrained_vocab = bool(include_pretrained_vocab)
         self.debias, self.debias_neutralize = debias, debias_neutralize
         self.normalize = bool(normalize) or debias == "hard"  # de-biasing implies unit vectors
+        self.coverage_names = coverage_names  # the name list whose coverage training reports (null: the packaged one)
         self._keyed = None
         self._original = None  # the vectors as loaded, for the diagnostics (when normalised or de-biased)
 

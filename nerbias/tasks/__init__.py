@@ -5,14 +5,16 @@
   the bias corpora and, when ``bias_eval.report`` is set, write one ``report.md`` over all of it.
 - ``run_evaluation`` (``evaluate.py``): score a tagger on CoNLL-03 or on a bias corpus.
 
-Beside them: ``configuration`` (what a config may hold, checked before any work; the augmentation it
-builds) and ``evaluations`` (a benchmark called on a tagger; the bias evaluations after a training, and
+Beside them: ``configuration`` (what a config may hold, checked before any work; the schemas of the task's
+own nodes) and ``evaluations`` (a benchmark called on a tagger; the bias evaluations after a training, and
 whether a job already finished).
 
 Each task builds its objects from the composed config and calls them, as
-lightning-hydra-template's ``train.py`` / ``eval.py`` do: an evaluation builds the tagger
-(``tagger._target_``) and the benchmark its corpus names (``corpus.benchmark._target_``) and calls
-``benchmark.evaluate(tagger, output_dir, logger)``, whatever the corpus or the tagger.
+lightning-hydra-template's ``train.py`` / ``eval.py`` do: every node is its ``_target_``'s arguments
+(``building.build``). A training builds the data, the embeddings, the model options, the augmentation and
+the trainer settings and fits; an evaluation builds the benchmark (``corpus._target_``) and the tagger
+(``tagger._target_``) and calls ``benchmark.evaluate(tagger, output_dir, logger)``, whatever the corpus or
+the tagger.
 """
 
 from __future__ import annotations
@@ -23,18 +25,16 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from nerbias.bias.tagging import Tagger
 from nerbias.building import build
 from nerbias.fileio import RESOLVED_CONFIG, atomic_write_text, check_writable, record_hydra_run, remove_orphans
 from nerbias.loggers import NullLogger, build_logger, model_artifact_name
-from nerbias.reporting.options import ReportOptions
-from nerbias.tasks.configuration import build_augmentation, coverage_names, name_labels, validate_config
-from nerbias.tasks.evaluations import build_benchmark, evaluate_on_bias_corpora, finished_job
+from nerbias.tasks.configuration import coverage_names, name_labels, validate_config
+from nerbias.tasks.evaluations import build_benchmark, check_bias_evaluation, evaluate_on_bias_corpora, finished_job
 from nerbias.training.build import build_tagger
-from nerbias.training.trainer import Trainer, TrainerSettings, load_data, release_memory
+from nerbias.training.trainer import Trainer, release_memory
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +64,8 @@ def run_training(cfg: DictConfig, output_dir: str | Path) -> dict[str, float]:
     on the bias corpora into ``<run dir>/bias/<corpus>[_lower]/``, logged to the same W&B run."""
     output_dir = Path(output_dir)
     validate_config(cfg, _command_line_overrides())
-    if cfg.get("bias_eval") and cfg.bias_eval.get("report"):  # its options (the ambiguity rule) before training
-        ReportOptions(**OmegaConf.to_container(cfg.bias_eval.report, resolve=True))
+    if cfg.get("bias_eval"):  # the corpora's and the report's settings, before training
+        check_bias_evaluation(cfg)
     check_writable(output_dir / "checkpoints")  # before an epoch, not after it
     kept = finished_job(cfg, output_dir)
     if kept is not None:
@@ -73,24 +73,23 @@ def run_training(cfg: DictConfig, output_dir: str | Path) -> dict[str, float]:
     if (output_dir / "metrics.json").is_file() and not (output_dir / "checkpoints" / "last.pt").is_file():
         log.warning("%s: results of a finished training but no checkpoint, and not all of this config's results "
                     "are there: training again from scratch (same seed, same result)", output_dir)
-    settings = {key: value for key, value in OmegaConf.to_container(cfg.trainer, resolve=True).items()
-                if key != "optimizer"}
     run_config = OmegaConf.to_container(cfg, resolve=True)
-    augmentation = build_augmentation(cfg)
-    # new_tagger: the embeddings source (its _target_) and the model options; Trainer calls it once on the
-    # training sentences (a resumed run rebuilds the checkpoint's tagger instead, by the same builder).
-    trainer = Trainer(TrainerSettings(**settings), optimizer=instantiate(cfg.trainer.optimizer),
-                      new_tagger=functools.partial(build_tagger, embeddings=build(cfg.embeddings), seed=cfg.seed,
-                                                   model=OmegaConf.to_container(cfg.model, resolve=True),
+    augmentation = build(cfg.augment, "augment.")
+    embeddings = build(cfg.embeddings, "embeddings.")
+    # new_tagger: the embeddings source and the model options; Trainer calls it once on the training
+    # sentences (a resumed run rebuilds the checkpoint's tagger instead, by the same builder).
+    trainer = Trainer(build(cfg.trainer, "trainer."),
+                      new_tagger=functools.partial(build_tagger, embeddings=embeddings, seed=cfg.seed,
+                                                   model=build(cfg.model, "model.").as_mapping(),
                                                    run_config=run_config, noise_types=augmentation.noise_types,
-                                                   coverage_names=coverage_names(cfg.embeddings),
-                                                   name_labels=name_labels(cfg.embeddings)),
+                                                   coverage_names=coverage_names(embeddings),
+                                                   name_labels=name_labels(embeddings)),
                       output_dir=output_dir, seed=cfg.seed, run_config=run_config, augmentation=augmentation,
                       run_name=cfg.get("run_name"))
     trainer.check_start()  # a refused start writes nothing of ours into the run directory
     logger = _logger(cfg, output_dir)
     try:
-        metrics = trainer.fit(load_data(cfg.data), logger)
+        metrics = trainer.fit(build(cfg.data, "data.").load(), logger)
         if cfg.get("bias_eval"):
             release_memory()  # the training's tables and optimiser states are garbage now: give them back
             metrics.update(evaluate_on_bias_corpora(cfg, output_dir, logger))
@@ -112,12 +111,13 @@ def _use_model_artifact(tagger: Tagger, logger: NullLogger) -> None:
 def run_evaluation(cfg: DictConfig, output_dir: str | Path) -> dict[str, Any]:
     output_dir = Path(output_dir)
     validate_config(cfg, _command_line_overrides())
+    benchmark = build_benchmark(cfg)  # settings checked, nothing read yet
     check_writable(output_dir)
     if int(cfg.corpus.get("num_shards", 1)) > 1 and cfg.get("shards_dir"):
         check_writable(cfg.shards_dir)
     logger = _logger(cfg, output_dir)
     try:
-        tagger, benchmark = build(cfg.tagger), build_benchmark(cfg)
+        tagger = build(cfg.tagger, "tagger.")
         _use_model_artifact(tagger, logger)
         return benchmark.evaluate(tagger, output_dir, logger)
     finally:

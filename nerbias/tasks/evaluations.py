@@ -9,6 +9,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from nerbias.bias.name_profile import NameProfileJoin
+from nerbias.bias.runner import EvaluationRun
+from nerbias.bias.statistics import StatisticsOptions
 from nerbias.bias.types import corpus_label
 from nerbias.building import build
 from nerbias.fileio import RESOLVED_CONFIG, atomic_write_text
@@ -16,6 +19,7 @@ from nerbias.loggers import NullLogger
 from nerbias.reporting.options import ReportOptions
 from nerbias.training.finished import evaluation_config_text, finished_evaluation, finished_training_job
 from nerbias.training.trainer import release_memory
+from nerbias.validation import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -65,12 +69,30 @@ def evaluate_on_bias_corpora(cfg: DictConfig, output_dir: Path, logger: NullLogg
     if cfg.bias_eval.get("report"):
         from nerbias.reporting.pipeline import render_run_report  # scipy and matplotlib: only when used
 
-        options = ReportOptions(**OmegaConf.to_container(cfg.bias_eval.report, resolve=True))
+        options = report_options(cfg)
         report = render_run_report(output_dir, bias_dirs, options, checkpoint=checkpoint)
         logger.artifact("paper-report", "report", report)
         log.info("report: %s", report)
         print(f"report written to {report}")
     return metrics
+
+
+def report_options(cfg: DictConfig) -> ReportOptions:
+    """The options of the report a training's bias evaluation ends with (``bias_eval.report``)."""
+    options = build(cfg.bias_eval.report, "bias_eval.report.")
+    if options.checkpoint is not None:
+        raise ConfigError("bias_eval.report.checkpoint: a run's report always reads the run's own best checkpoint; "
+                          "remove the key")
+    return options
+
+
+def check_bias_evaluation(cfg: DictConfig) -> None:
+    """Build every benchmark and the report options of ``cfg.bias_eval`` (their settings are checked on
+    building; nothing is read), so that a bad one stops the run before training, not after it."""
+    for _, eval_cfg in bias_evaluation_configs(cfg, Path("best.pt")):
+        build_benchmark(eval_cfg)
+    if cfg.bias_eval.get("report"):
+        report_options(cfg)
 
 
 def finished_job(cfg: DictConfig, output_dir: Path) -> dict[str, Any] | None:
@@ -81,12 +103,22 @@ def finished_job(cfg: DictConfig, output_dir: Path) -> dict[str, Any] | None:
                                                                              and cfg.bias_eval.get("report")))
 
 
+def evaluation_run(cfg: DictConfig) -> EvaluationRun:
+    """What the benchmarks of an evaluation config share: its ``metrics`` and ``name_profile`` nodes (built)
+    and its shard settings."""
+    sharded = int(cfg.corpus.get("num_shards", 1) or 1) > 1  # shards_dir reads the run directory: only then
+    return EvaluationRun(
+        metrics=build(cfg.metrics, "metrics.") if cfg.get("metrics") else StatisticsOptions(),
+        name_profile=build(cfg.name_profile, "name_profile.") if cfg.get("name_profile") else NameProfileJoin(),
+        shards_dir=cfg.get("shards_dir") if sharded else None, merge_shards=bool(cfg.get("merge_shards")))
+
+
 def build_benchmark(cfg: DictConfig) -> Any:
-    """The benchmark ``cfg.corpus`` names (``corpus.benchmark._target_``), built with the evaluation's config."""
-    return build(cfg.corpus.benchmark, config=cfg)
+    """The benchmark of ``cfg.corpus`` (its ``_target_``: a benchmark class, the node's keys its arguments)."""
+    return build(cfg.corpus, "corpus.", run=evaluation_run(cfg))
 
 
 def evaluate_corpus(cfg: DictConfig, output_dir: Path, logger: NullLogger) -> dict[str, Any]:
     """Build ``cfg.tagger`` and the benchmark of ``cfg.corpus``, and score the one on the other."""
-    tagger, benchmark = build(cfg.tagger), build_benchmark(cfg)
-    return benchmark.evaluate(tagger, Path(output_dir), logger)
+    benchmark = build_benchmark(cfg)  # its settings are checked before the tagger is loaded
+    return benchmark.evaluate(build(cfg.tagger, "tagger."), Path(output_dir), logger)

@@ -37,7 +37,7 @@ so a resumed run sees the same data as an uninterrupted one. In this order:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -58,8 +58,17 @@ def effective_augment_options(section: Mapping[str, Any]) -> dict[str, Any]:
     """An ``augment`` config section without the keys that do not act: ``adversarial`` and its context
     keys while adversarial training is off, ``mention_mask`` and ``mention_mask_following`` while mention
     masking is, ``adversarial_context_per_side`` while false, ``ambiguity`` unless the pool is
-    ``ambiguous``; so a run saved before those keys existed compares equal to the same run now."""
+    ``ambiguous``, ``pool_exclude`` at its default; the name pool node read as the flat keys it replaced
+    (``name_pool``: its source); so a run saved before those keys existed compares equal to the same run now."""
     values = dict(section)
+    pool = values.get("name_pool")
+    if isinstance(pool, Mapping):  # the pool as a node (2026-12-06 on) compares as the flat keys before it
+        values["name_pool"] = pool.get("source", "ssa_train_half")
+        values["pool_exclude"] = pool.get("exclude", [None])
+        if pool.get("ambiguity") is not None:
+            values["ambiguity"] = pool["ambiguity"]
+    if values.get("pool_exclude") in ([None], None):  # the default list, spelt or not
+        values.pop("pool_exclude", None)
     if not values.get("adversarial"):
         values.pop("adversarial", None)
         values.pop("adversarial_context", None)
@@ -81,6 +90,13 @@ AUGMENT_RULES: dict[str, Rule] = {**{key: PROBABILITY for key in AUGMENT_PROBABI
                                   "adversarial_context_per_side": BOOLEAN}
 
 
+class NamePool(Protocol):
+    """The names substitution draws (``nerbias.bias.name_pools.NamePool`` builds the configured one)."""
+
+    names: Sequence[str]
+    organisation_names: Sequence[str]  # those that may stand in an organisation's slot (place_names)
+
+
 @dataclass(frozen=True)
 class Augmentation:
     lowercase: float = 0.0
@@ -95,6 +111,22 @@ class Augmentation:
     mention_mask: float = 0.0
     mention_mask_following: int = DEFAULT_MENTION_MASK_FOLLOWING
     entity_types: tuple[str, ...] = ENTITY_TYPES  # the types of the noise vectors
+
+    @classmethod
+    def configured(cls, lowercase: float = 0.0, names: float = 0.0, place_names: float = 0.0, entity_mask: float = 0.0,
+                   mention_mask: float = 0.0, mention_mask_following: int = DEFAULT_MENTION_MASK_FOLLOWING,
+                   adversarial: float = 0.0, adversarial_context: int = DEFAULT_ADVERSARIAL_CONTEXT,
+                   adversarial_context_per_side: bool = False, name_pool: NamePool | None = None) -> "Augmentation":
+        """The ``augment`` group (``configs/augment/``): the options and the name pool, whose names are read
+        only when names or place names are substituted."""
+        pool, org_pool = (), ()
+        if (names > 0 or place_names > 0) and name_pool is not None:
+            pool = tuple(name_pool.names)
+            org_pool = tuple(name_pool.organisation_names) if place_names > 0 else ()
+        return cls(lowercase=lowercase, names=names, place_names=place_names, entity_mask=entity_mask,
+                   mention_mask=mention_mask, mention_mask_following=mention_mask_following, adversarial=adversarial,
+                   adversarial_context=adversarial_context, adversarial_context_per_side=adversarial_context_per_side,
+                   name_pool=pool, org_pool=org_pool)
 
     @classmethod
     def check_values(cls, values: Mapping[str, Any], prefix: str = "augment.") -> None:

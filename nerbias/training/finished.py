@@ -13,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from nerbias.fileio import RESOLVED_CONFIG, config_digest
 from nerbias.training.run_identity import same_training
+from nerbias.validation import BuildError, parameters_of, target_of
 
 log = logging.getLogger(__name__)
 
@@ -30,19 +31,56 @@ LEGACY_EVALUATIONS = {"nerbias.bias.runner.evaluate_names": "nerbias.bias.benchm
                       "nerbias.tasks.evaluate_conll": "nerbias.scoring.Conll2003Benchmark"}
 
 
-def current_config_text(saved: str) -> str:
-    """A saved evaluation config as this code writes it: a corpus's ``evaluate`` partial of a legacy
-    evaluation function becomes the ``benchmark`` of its class, in the same place; other text is kept."""
-    config = yaml.safe_load(saved)
-    corpus = config.get("corpus") if isinstance(config, dict) else None
-    old = corpus.get("evaluate") if isinstance(corpus, dict) else None
-    legacy = isinstance(old, dict) and set(old) == {"_target_", "_partial_"} and old["_target_"] in LEGACY_EVALUATIONS
-    if not legacy:
+# The top-level nodes of an evaluation config that became constructors' arguments on 2026-12-06.
+NODE_TARGETS = {"metrics": "nerbias.bias.statistics.StatisticsOptions",
+                "name_profile": "nerbias.bias.name_profile.NameProfileJoin"}
+
+
+def current_config(saved: Any) -> Any:
+    """A saved evaluation config (parsed) as this code writes it.
+
+    - A corpus's ``evaluate`` partial of a legacy evaluation function becomes its benchmark class.
+    - A corpus node whose ``benchmark._target_`` named the benchmark and whose own ``_target_`` built the
+      sentences (before 2026-12-06) becomes the benchmark's arguments: the benchmark is the node's
+      ``_target_``, and the sentence builder, with the keys it took besides the names and the casing, its
+      ``source`` (a partial).
+    - ``metrics`` and ``name_profile`` get the ``_target_`` they have since.
+    """
+    if not isinstance(saved, dict):
         return saved
-    config["corpus"] = {("benchmark" if key == "evaluate" else key):
-                        ({"_target_": LEGACY_EVALUATIONS[old["_target_"]]} if key == "evaluate" else value)
-                        for key, value in corpus.items()}
-    return yaml.safe_dump(config, sort_keys=False)
+    config = dict(saved)
+    corpus = config.get("corpus")
+    if isinstance(corpus, dict):
+        corpus = dict(corpus)
+        old = corpus.get("evaluate")
+        if isinstance(old, dict) and set(old) == {"_target_", "_partial_"} and old["_target_"] in LEGACY_EVALUATIONS:
+            corpus = {("benchmark" if key == "evaluate" else key):
+                      ({"_target_": LEGACY_EVALUATIONS[old["_target_"]]} if key == "evaluate" else value)
+                      for key, value in corpus.items()}
+        benchmark = corpus.get("benchmark")
+        if isinstance(benchmark, dict) and set(benchmark) == {"_target_"}:
+            corpus = _benchmark_arguments(corpus)
+        config["corpus"] = corpus
+    for key, target in NODE_TARGETS.items():
+        node = config.get(key)
+        if isinstance(node, dict) and "_target_" not in node:
+            config[key] = {"_target_": target, **node}
+    return config
+
+
+def _benchmark_arguments(corpus: dict[str, Any]) -> dict[str, Any]:
+    """A corpus node of the layout before 2026-12-06 as the benchmark's arguments (``current_config``)."""
+    builder = corpus.get("_target_")
+    rest = {key: value for key, value in corpus.items() if key not in ("_target_", "benchmark")}
+    node: dict[str, Any] = {"_target_": corpus["benchmark"]["_target_"]}
+    if builder is None:
+        return {**node, **rest}
+    try:
+        taken = (parameters_of(target_of(builder)) or set()) - {"names", "lowercase"}
+    except BuildError:
+        return corpus  # a builder that is gone: the saved config stays as it was (and reads as different)
+    node["source"] = {"_target_": builder, "_partial_": True, **{k: v for k, v in rest.items() if k in taken}}
+    return {**node, **{k: v for k, v in rest.items() if k not in taken}}
 
 
 def finished_training_job(cfg: DictConfig, output_dir: Path, evaluations: Sequence[tuple[str, DictConfig]] = (),
@@ -90,13 +128,13 @@ def finished_training_job(cfg: DictConfig, output_dir: Path, evaluations: Sequen
 
 def finished_evaluation(run_dir: Path, resolved: str) -> dict[str, Any] | None:
     """The metrics of an evaluation already finished in ``run_dir`` with exactly these settings
-    (its saved config is the same text, read as this code writes it, and its metrics.json, written last
+    (its saved config is the same, read as this code writes it, and its metrics.json, written last
     with the results, exists), else None: a rerun of a sweep job redoes only what is missing or was set
     differently."""
     config, metrics = run_dir / RESOLVED_CONFIG, run_dir / "metrics.json"
     if not (config.is_file() and metrics.is_file()):
         return None
     saved = config.read_text()
-    if saved != resolved and current_config_text(saved) != resolved:
+    if saved != resolved and current_config(yaml.safe_load(saved)) != yaml.safe_load(resolved):
         return None
     return json.loads(metrics.read_text())["metrics"]

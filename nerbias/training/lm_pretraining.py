@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,14 +51,27 @@ def read_text(path: str | Path) -> list[list[str]]:
     return sentences
 
 
-# The keys pretraining reads (validation.check_config_keys; the embeddings take their target's parameters).
-PRETRAIN_READS = {"": ("task_name", "seed", "run_name", "text", "max_sentences", "vocab_size", "epochs", "batch_size",
-                       "lr", "grad_clip", "paths", "embeddings", "logger"),
-                  "embeddings": ("kind",), "logger": ("kind",)}
+@dataclass
+class PretrainingConfig:
+    """The top level of pretrain_lm.py's config (configs/pretrain_lm.yaml): the schema of the keys it reads."""
+
+    task_name: str
+    seed: int
+    run_name: str
+    paths: Any
+    embeddings: Any
+    logger: Any
+    text: str | None = None
+    max_sentences: int | None = None
+    vocab_size: int = 20000
+    epochs: int = 3
+    batch_size: int = 32
+    lr: float = 0.001
+    grad_clip: float = 5.0
 
 
 def pretrain(cfg: DictConfig, output_dir: str | Path) -> dict[str, Any]:
-    check_config_keys(cfg, PRETRAIN_READS)
+    check_config_keys(cfg, {"": PretrainingConfig})
     output_dir = Path(output_dir)
     torch.manual_seed(cfg.seed)
     generator = torch.Generator().manual_seed(cfg.seed)
@@ -69,7 +83,7 @@ def pretrain(cfg: DictConfig, output_dir: str | Path) -> dict[str, Any]:
         sentences = sentences[: cfg.max_sentences]
     counts_vocab = Vocabulary.from_counts((t for s in sentences for t in s))
     vocab = Vocabulary(counts_vocab.items[: 2 + cfg.vocab_size] + [BOS, EOS])
-    bilm = build(cfg.embeddings).encoder().bilm  # embeddings=elmo: nerbias.models.embedders.ElmoEmbeddings
+    bilm = build(cfg.embeddings, "embeddings.").encoder().bilm  # embeddings=elmo: nerbias.models.embedders.ElmoEmbeddings
     softmax = nn.Linear(bilm.projection_dim, len(vocab))
     parameters = list(bilm.parameters()) + list(softmax.parameters())
     optimizer = torch.optim.Adam(parameters, lr=cfg.lr)

@@ -23,7 +23,6 @@ from tqdm.auto import tqdm
 
 from nerbias.data.batching import iterate_batches
 from nerbias.data.conll import Sentence, lowercased
-from nerbias.data.conll2003 import load_conll2003
 from nerbias.data.debias_diagnostics import DIAGNOSTICS_FILE, add_trained_stage
 from nerbias.errors import CheckpointError, Interrupted, NerbiasError
 from nerbias.fileio import (atomic_write_bytes, atomic_write_json, code_version, config_digest, numeric_platform,
@@ -48,9 +47,10 @@ TRAINER_RULES: dict[str, Rule] = {
 
 @dataclass(frozen=True)
 class TrainerSettings:
-    """The ``trainer`` group but its ``optimizer`` (which the task builds: a partial of a torch optimizer).
-    ``TRAINER_RULES`` say what each value may be; ``validation.validate`` checks them before any work
-    (``check_values``), and so does every construction. ``device`` is validation's (device strings)."""
+    """The ``trainer`` group. ``TRAINER_RULES`` say what each value may be; ``validation.validate`` checks
+    them before any work (``check_values``), and so does every construction. ``optimizer``: the dense
+    parameters' torch optimizer, a partial that takes them (``_partial_: true`` in the config); None:
+    Adam at its defaults."""
 
     batch_size: int = 32
     eval_batch_size: int = 256
@@ -61,6 +61,7 @@ class TrainerSettings:
     lr_decay: float | None = None
     device: str = "auto"
     resume: bool | str = False   # true: <run dir>/checkpoints/last.pt; or a checkpoint path
+    optimizer: Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer] | None = None
 
     def __post_init__(self) -> None:
         self.check_values(vars(self))
@@ -73,24 +74,9 @@ class TrainerSettings:
     def resuming(self) -> bool:
         return self.resume not in (False, None, "false")
 
-
-# The keys this module reads from the ``data`` and ``trainer`` groups (validation.check_config_keys).
-DATA_KEYS = ("data_dir", "verify_sizes", "max_train_sentences", "max_eval_sentences")
-TRAINER_KEYS = (*TrainerSettings.__dataclass_fields__, "optimizer")
-
-
-def load_data(cfg: Mapping[str, Any]) -> dict[str, list[Sentence]]:
-    """CoNLL-03 splits from ``data.data_dir``: ``train`` (cut to ``max_train_sentences`` if set),
-    whole ``dev`` and ``test``, and ``dev_epoch``, the part of dev scored after every epoch for early
-    stopping (its first ``max_eval_sentences``; all of dev when null). The best checkpoint is always
-    scored on the whole dev and test splits."""
-    splits = load_conll2003(cfg["data_dir"], verify_sizes=cfg.get("verify_sizes", True))
-    if cfg.get("max_train_sentences"):
-        splits["train"] = splits["train"][: cfg["max_train_sentences"]]
-    splits["dev_epoch"] = splits["dev"][: cfg["max_eval_sentences"]] if cfg.get("max_eval_sentences") else splits["dev"]
-    for split, sentences in splits.items():
-        log.info("%s: %d sentences, %d tokens", split, len(sentences), sum(len(s) for s in sentences))
-    return splits
+    @property
+    def dense_optimizer(self) -> Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer]:
+        return self.optimizer or torch.optim.Adam
 
 
 def record_trained_table(diagnostics_path: Path, checkpoint: Path) -> None:
@@ -130,14 +116,13 @@ class TaggerOptimizer:
     ``lr / (1 + lr_decay * e)``; it is a function of the epoch alone, so a resumed run gets it right.
     """
 
-    def __init__(self, model: torch.nn.Module, settings: TrainerSettings,
-                 dense_optimizer: Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer]):
+    def __init__(self, model: torch.nn.Module, settings: TrainerSettings):
         words = getattr(model.embedder, "words", None)
         sparse = [words.weight] if words is not None and words.sparse and words.weight.requires_grad else []
         dense = [p for p in model.parameters() if p.requires_grad and all(p is not q for q in sparse)]
         self.dense_params = dense
         self.grad_clip = settings.grad_clip
-        self.dense = dense_optimizer(dense)
+        self.dense = settings.dense_optimizer(dense)
         lr = settings.embedding_lr or self.dense.defaults["lr"]
         self.sparse = torch.optim.SparseAdam(sparse, lr=lr) if sparse else None
         self.lr_decay = settings.lr_decay or 0.0
@@ -176,8 +161,8 @@ class TaggerOptimizer:
 class Trainer:
     """``fit`` trains, checkpoints every epoch, stops early, then scores the best checkpoint.
 
-    The task builds what the trainer runs and hands it over: ``settings`` (the ``trainer`` group),
-    ``optimizer`` (a partial of the dense parameters' torch optimizer), ``new_tagger`` (the training
+    The task builds what the trainer runs and hands it over: ``settings`` (the ``trainer`` group, with
+    its optimizer), ``new_tagger`` (the training
     sentences -> a new tagger and the names' coverage report, or None; ``training/build.build_tagger``),
     ``augmentation`` (``nerbias.training.augment``: each epoch's training sentences) and the run's
     resolved config (``run_config``), which goes into every checkpoint and must match a checkpoint
@@ -187,12 +172,10 @@ class Trainer:
     """
 
     def __init__(self, settings: TrainerSettings,
-                 optimizer: Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer],
                  new_tagger: Callable[[Sequence[Sentence]], tuple[NerTagger, dict[str, Any] | None]],
                  output_dir: str | Path, seed: int, run_config: Mapping[str, Any],
                  augmentation: Augmentation | None = None, run_name: str | None = None):
         self.settings = settings
-        self.optimizer = optimizer
         self.new_tagger = new_tagger
         self.seed = int(seed)
         self.run_config = run_config
@@ -217,7 +200,7 @@ class Trainer:
         return payload
 
     def fit(self, data: Mapping[str, list[Sentence]], logger: NullLogger | None = None) -> dict[str, float]:
-        """Train on ``data`` (``load_data``'s splits) from a new tagger, or continue the run's checkpoint."""
+        """Train on ``data`` (``Conll2003Data.load``'s splits) from a new tagger, or continue the run's checkpoint."""
         settings = self.settings
         logger = logger or NullLogger()
         torch.manual_seed(self.seed)
@@ -249,7 +232,7 @@ class Trainer:
                 atomic_write_json(self.output_dir / "embedding_coverage.json", names)
                 logger.summary({"embedding_names_found": names["found"], "embedding_names_missing": names["missing"]})
         model = tagger.model
-        optimizer = TaggerOptimizer(model, settings, self.optimizer)
+        optimizer = TaggerOptimizer(model, settings)
         if resume_from is not None:
             state = payload.get("trainer_state")
             if state is None:

@@ -55,17 +55,32 @@ def test_a_benchmark_asks_the_tagger_and_says_what_it_lacks(tmp_path):
     winogender = compose_config("evaluate", ["corpus=winogender", "tagger=precomputed"])
     with pytest.raises(NerbiasError, match=r"^tagger precomputed:coreNLP labels the census benchmark's names only, "
                                            r"not winogender sentences \(use corpus=census\)$"):
-        NameSubstitutionBenchmark(winogender).evaluate(published, tmp_path, NullLogger())
+        evaluations.build_benchmark(winogender).evaluate(published, tmp_path, NullLogger())
     conll = compose_config("evaluate", ["tagger=spacy"])
-    with pytest.raises(NerbiasError, match=r"^tagger=spacy cannot be scored on CoNLL-03 \(needs a checkpoint\)$"):
-        Conll2003Benchmark(conll).evaluate(FirstLetterTagger(), tmp_path, NullLogger())
+    with pytest.raises(NerbiasError, match=r"^tagger first-letter cannot be scored on CoNLL-03 \(needs a checkpoint\)$"):
+        evaluations.build_benchmark(conll).evaluate(FirstLetterTagger(), tmp_path, NullLogger())
     assert not list(tmp_path.iterdir())  # asked before any work
     assert FirstLetterTagger().lineage() is None and FirstLetterTagger().identity() == {}
 
 
-def test_a_saved_config_of_the_evaluate_functions_reads_as_the_same_evaluation(tmp_path):
-    """Bias evaluations finished before corpora were benchmark classes saved ``corpus.evaluate`` (a partial of
-    a function); a resumed training run keeps them (training.finished.finished_evaluation), and only them."""
+def _before_constructors(corpus: dict) -> dict:
+    """A corpus node as configs before 2026-12-06 held it: the sentence builder its ``_target_``, the benchmark
+    under ``benchmark``, the builder's keys beside the benchmark's."""
+    source = dict(corpus.get("source") or {})
+    builder = source.pop("_target_", None)
+    source.pop("_partial_", None)
+    old = {"_target_": builder} if builder else {}
+    old.update({"name": corpus["name"], "benchmark": {"_target_": corpus["_target_"]}})
+    old.update({key: value for key, value in corpus.items() if key not in ("_target_", "name", "source")})
+    return {**old, **source}
+
+
+@pytest.mark.parametrize("layout", ["benchmark", "evaluate"])
+def test_a_saved_config_of_an_earlier_layout_reads_as_the_same_evaluation(tmp_path, layout):
+    """Bias evaluations finished before corpus nodes were their benchmark's arguments saved the sentence builder
+    as the node's ``_target_`` and the benchmark under ``benchmark`` (and, before benchmark classes, the
+    evaluation as ``corpus.evaluate``, a partial of a function), ``metrics`` without a ``_target_``; a resumed
+    training run keeps them (training.finished.finished_evaluation), and only them."""
     legacy = {"NameSubstitutionBenchmark": "nerbias.bias.runner.evaluate_names",
               "CensusBenchmark": "nerbias.bias.runner.evaluate_census",
               "ProbesBenchmark": "nerbias.bias.runner.evaluate_probes"}
@@ -75,14 +90,16 @@ def test_a_saved_config_of_the_evaluate_functions_reads_as_the_same_evaluation(t
     for label, eval_cfg in runs:
         text = yaml.safe_dump(OmegaConf.to_container(eval_cfg), sort_keys=False)
         config = yaml.safe_load(text)
-        corpus = config["corpus"]
-        old = {"_target_": legacy[corpus["benchmark"]["_target_"].rsplit(".", 1)[1]], "_partial_": True}
-        config["corpus"] = {("evaluate" if key == "benchmark" else key): (old if key == "benchmark" else value)
-                            for key, value in corpus.items()}
+        config["corpus"] = _before_constructors(config["corpus"])
+        config["metrics"] = {k: v for k, v in config["metrics"].items() if k != "_target_"}
+        if layout == "evaluate":
+            old = {"_target_": legacy[config["corpus"]["benchmark"]["_target_"].rsplit(".", 1)[1]], "_partial_": True}
+            config["corpus"] = {("evaluate" if key == "benchmark" else key): (old if key == "benchmark" else value)
+                                for key, value in config["corpus"].items()}
         saved = yaml.safe_dump(config, sort_keys=False)
-        assert saved != text and finished.current_config_text(saved) == text
-        run_dir = tmp_path / label
-        run_dir.mkdir()
+        assert saved != text and finished.current_config(yaml.safe_load(saved)) == yaml.safe_load(text)
+        run_dir = tmp_path / layout / label
+        run_dir.mkdir(parents=True)
         (run_dir / RESOLVED_CONFIG).write_text(saved)
         (run_dir / "metrics.json").write_text(json.dumps({"metrics": {"m": 1.0}}))
         assert finished.finished_evaluation(run_dir, text) == {"m": 1.0}

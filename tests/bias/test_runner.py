@@ -61,7 +61,7 @@ def run_evaluate(args, tmp_path, name):
 def test_winogender_and_insitu_outputs(trained, tmp_path):
     root, data_dir, checkpoint = trained
     common = [f"tagger.path={checkpoint}", f"paths.data_dir={data_dir}", f"corpus.names={root / 'names.csv'}"]
-    winogender = ["corpus=winogender", "corpus.expected_templates=null"]  # the fixture's templates are not the published 120
+    winogender = ["corpus=winogender", "corpus.source.expected_templates=null"]  # the fixture's templates are not the published 120
     out = run_evaluate(common + winogender + ["corpus.sample=null", "corpus.batch_size=7"], tmp_path, "wino")
     per_name = pd.read_csv(out / "per_name.csv")
     assert list(per_name.columns[:5]) == ["name", "group", "sentences", "recognised", "accuracy"]
@@ -79,7 +79,7 @@ def test_winogender_and_insitu_outputs(trained, tmp_path):
     assert json.loads((lower / "metrics.json").read_text())["sentences"] == 40
     assert any(key.startswith("winogender_lower/") for key in json.loads((lower / "metrics.json").read_text())["metrics"])
 
-    insitu = run_evaluate(common + ["corpus=insitu", "corpus.verify_sizes=false"], tmp_path, "insitu")
+    insitu = run_evaluate(common + ["corpus=insitu", "corpus.source.verify_sizes=false"], tmp_path, "insitu")
     table = pd.read_csv(insitu / "per_name.csv")
     assert table["sentences"].nunique() == 1 and len(table) == 5
 
@@ -119,7 +119,7 @@ def test_three_shards_merged_equal_one_process_and_finished_shards_are_skipped(t
     root, data_dir, checkpoint = trained
     base = [f"tagger.path={checkpoint}", f"paths.data_dir={data_dir}", f"corpus.names={root / 'names.csv'}",
             "corpus=winogender", "corpus.sample=90", "corpus.batch_size=8", "logger=none", "tagger.device=cpu",
-            "corpus.expected_templates=null"]
+            "corpus.source.expected_templates=null"]
 
     def evaluate(out, extra):
         cfg = compose_config("evaluate", base + [f"paths.output_dir={out}", *extra])
@@ -174,7 +174,7 @@ def test_evaluate_fast_and_plain_paths_write_the_same_tables(trained, tmp_path):
     root, data_dir, checkpoint = trained
     base = [f"tagger.path={checkpoint}", f"paths.data_dir={data_dir}", f"corpus.names={root / 'names.csv'}",
             "corpus=winogender", "corpus.sample=600", "corpus.batch_size=16", "logger=none", "tagger.device=cpu",
-            "corpus.expected_templates=null"]
+            "corpus.source.expected_templates=null"]
     tables = {}
     for fast in ("true", "false"):
         out = tmp_path / fast
@@ -191,7 +191,7 @@ def test_copied_killed_and_corrupt_shards_are_refused_or_redone(trained, tmp_pat
     root, data_dir, checkpoint = trained
     base = [f"tagger.path={checkpoint}", f"paths.data_dir={data_dir}", f"corpus.names={root / 'names.csv'}",
             "corpus=winogender", "corpus.sample=90", "corpus.batch_size=8", "logger=none", "tagger.device=cpu",
-            "corpus.expected_templates=null"]
+            "corpus.source.expected_templates=null"]
     shards = tmp_path / "shards"
     sharded = ["corpus.num_shards=3", f"shards_dir={shards}"]
 

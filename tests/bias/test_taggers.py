@@ -222,7 +222,7 @@ def test_evaluate_runs_them_on_a_corpus_sharded_and_lower_cased(kind, models, tm
                                         "Lakisha,Black Female\nSyedtiastephen,OOV\n")
     base = [f"tagger={kind}", f"tagger.model={models[kind if kind != 'transformers' else 'bert']}",
             f"paths.data_dir={data_dir}", f"corpus.names={tmp_path / 'names.csv'}", "corpus=winogender",
-            "corpus.sample=null", "corpus.expected_templates=null", "logger=none", "tagger.device=cpu"]
+            "corpus.sample=null", "corpus.source.expected_templates=null", "logger=none", "tagger.device=cpu"]
 
     def evaluate(out, extra):
         with one_thread():

@@ -21,9 +21,7 @@ from nerbias.models.checkpoint import FORMAT, atomic_path, save_checkpoint
 from nerbias.models.elmo import ELMO_EMBEDDER, ElmoBiLM, ElmoTokenEncoder, elmo_options
 from nerbias.models.embedders import ElmoEmbeddings, WordVectors
 from nerbias.models.tagger import NerTagger, emissions_for
-from nerbias.tasks.configuration import build_augmentation
 from nerbias.training.build import build_tagger
-from nerbias.training.trainer import load_data
 from test_elmo import write_official_elmo
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: tiny models run on one thread
@@ -130,11 +128,11 @@ def test_building_a_tagger_changes_nothing_it_was_given(tmp_path, overrides):
     base = [o for o in tiny_train_overrides(data) if not (elmo and o.startswith("embeddings"))]
     cfg = compose_config("train", base + overrides + [f"paths.output_dir={tmp_path}"])
     before = OmegaConf.to_container(cfg)
-    embeddings, model = build(cfg.embeddings), OmegaConf.to_container(cfg.model, resolve=True)
+    embeddings, model = build(cfg.embeddings), build(cfg.model).as_mapping()
     run_config = OmegaConf.to_container(cfg, resolve=True)
     given = copy.deepcopy((model, run_config, vars(embeddings)))
-    noise_types = build_augmentation(cfg).noise_types
-    tagger, _ = build_tagger(load_data(cfg.data)["train"], embeddings, model, seed=cfg.seed, run_config=run_config,
+    noise_types = build(cfg.augment).noise_types
+    tagger, _ = build_tagger(build(cfg.data).load()["train"], embeddings, model, seed=cfg.seed, run_config=run_config,
                              noise_types=noise_types)
     assert OmegaConf.to_container(cfg) == before
     assert (model, run_config) == given[:2] and "noise_types" not in model

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from helpers import compose_config, make_tiny_conll, write_conll_file, write_ssa
-from nerbias.bias.name_profile import attach_profile, main as profile_main
+from nerbias.bias.name_profile import NameProfileJoin, main as profile_main
 from nerbias.bias.names import load_names
 from nerbias.bias.probes import PairedProbes, load_probe_templates, probe_tables
 from nerbias.bias.runner import count_outcomes
@@ -100,10 +100,10 @@ def test_profile_command_writes_one_row_per_name(tmp_path, small_train):
     assert not missing.exists()
 
 
-def test_attach_profile_joins_in_row_order_only_when_enabled(small_train):
+def test_the_profile_joins_in_row_order_only_when_enabled(small_train):
     frame = pd.DataFrame({"name": ["Diego", "Sofia", "Diego"], "template": [1, 1, 2]})
-    assert attach_profile(frame, {"name_profile": {"enabled": False, "conll_train": str(small_train)}}) is frame
-    joined = attach_profile(frame, {"name_profile": {"enabled": True, "conll_train": str(small_train)}})
+    assert NameProfileJoin(enabled=False, conll_train=str(small_train)).attach(frame) is frame
+    joined = NameProfileJoin(enabled=True, conll_train=str(small_train)).attach(frame)
     assert joined["name"].tolist() == ["Diego", "Sofia", "Diego"] and joined["conll_PER"].tolist() == [2, 1, 2]
     # an unknown name_profile key stops the run before any work: tests/test_config_keys.py
 

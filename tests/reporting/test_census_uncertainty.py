@@ -19,11 +19,11 @@ import pytest
 
 from helpers import SHARED_DATA, compose_config
 from nerbias.bias import census, published
-from nerbias.bias.benchmarks import CensusBenchmark
 from nerbias.bias.tagging import SlotTagger
 from nerbias.bias.types import SlotOutcome
 from nerbias.bias.ssa import load_ssa, read_ssa
 from nerbias.building import build
+from nerbias.tasks.evaluations import build_benchmark
 from nerbias.loggers import NullLogger
 from nerbias.reporting import census_uncertainty
 from nerbias.reporting.census_uncertainty import (
@@ -224,7 +224,7 @@ def test_evaluation_of_a_tagger_gives_the_frame_based_results(tmp_path, monkeypa
     out = tmp_path / "run"
     out.mkdir()
     cfg = census_config(ssa_dir, ["tagger=checkpoint", "tagger.path=unused", f"tagger._target_={__name__}.rule_tagger"])
-    CensusBenchmark(cfg).evaluate(build(cfg.tagger), out, NullLogger())
+    build_benchmark(cfg).evaluate(build(cfg.tagger), out, NullLogger())
     ssa = read_ssa(ssa_dir, years=range(1990, 1994), progress=False)
     names = sorted(ssa["name"].unique())
     labels = {t: {n: census.outcome_to_census_label(rule_outcome(n, census.TEMPLATES[t].lower())) for n in names}
@@ -258,7 +258,7 @@ def test_evaluation_of_published_predictions_gives_the_frame_based_results(tmp_p
     out = tmp_path / "run"
     out.mkdir()
     cfg = census_config(ssa_dir, ["tagger=precomputed", f"tagger.path={tmp_path / 'corenlp'}"], template=4)
-    CensusBenchmark(cfg).evaluate(build(cfg.tagger), out, NullLogger())
+    build_benchmark(cfg).evaluate(build(cfg.tagger), out, NullLogger())
     frame = old_load_precomputed(tmp_path / "corenlp", ssa, 4)
     expected = old_census_errors(frame)
     assert (expected["type1_w"] > 0).all() and (expected["type3_u"] > 0).any()  # the fixture has every kind

@@ -184,10 +184,7 @@ def test_adversarial_training_runs_and_checkpoints_its_noise_vectors(tiny_data_d
     """End to end on the tiny fixture (resuming a killed adversarial run: tests/training/test_trainer.py)."""
     from nerbias.building import build
     from nerbias.tasks import run_training
-    from nerbias.tasks.configuration import build_augmentation
-
     from nerbias.training.build import build_tagger
-    from nerbias.training.trainer import load_data
 
     out = tmp_path / "run"
     cfg = compose_config("train", tiny_train_overrides(tiny_data_dir) + ["augment.adversarial=0.5",
@@ -197,8 +194,8 @@ def test_adversarial_training_runs_and_checkpoints_its_noise_vectors(tiny_data_d
     assert last["model_config"]["noise_types"] == ["PER", "LOC", "ORG", "MISC"]
     trained = last["model_state"]["mention_noise.weight"]
     torch.manual_seed(cfg.seed)  # as Trainer.fit: the vectors the run started from
-    tagger, _ = build_tagger(load_data(cfg.data)["train"], build(cfg.embeddings), OmegaConf.to_container(cfg.model),
-                             seed=cfg.seed, noise_types=build_augmentation(cfg).noise_types)
+    tagger, _ = build_tagger(build(cfg.data).load()["train"], build(cfg.embeddings), build(cfg.model).as_mapping(),
+                             seed=cfg.seed, noise_types=build(cfg.augment).noise_types)
     initial = tagger.model.mention_noise.weight.detach()
     assert torch.equal(trained[0], initial[0]) and not trained[0].any()  # row 0 is "no noise"
     assert all(not torch.allclose(trained[row], initial[row]) for row in range(1, 5))  # learned in training
@@ -237,7 +234,7 @@ def write_ssa(folder, names):
 
 
 def test_the_ambiguous_pool_is_ambiguous_training_half_names_and_never_an_evaluation_name(tmp_path):
-    from nerbias.tasks.configuration import build_augmentation
+    from nerbias.building import build
 
     evaluation = load_names().names
     others = ["Florence", "Georgia", "Austin", "Charlotte", "Madison", "Jordan", "Berlin", "Dakota", "Lakeisha",
@@ -246,18 +243,18 @@ def test_the_ambiguous_pool_is_ambiguous_training_half_names_and_never_an_evalua
     typed = [[(name, "I-LOC"), ("is", "O"), ("big", "O")] for name in evaluation + ["Jordan", "Zorabel"]]
     write_conll_file(data / "conll2003" / "eng.train", typed)
     write_ssa(data / "ssa_names", evaluation + others)
-    cfg = compose_config("train", tiny_train_overrides(data) + ["augment.names=0.5", "augment.name_pool=ambiguous"])
-    pool = build_augmentation(cfg).name_pool
+    cfg = compose_config("train", tiny_train_overrides(data) + ["augment.names=0.5", "augment/name_pool=ambiguous"])
+    pool = build(cfg.augment).name_pool
     half = substitution_pool(evaluation + others, evaluation, "train")
     expected = [n for n in half if n in ("Jordan", "Zorabel") or is_place(n)]
     assert list(pool) == expected and pool  # the training half's ambiguous names, in order
     assert not {n.lower() for n in pool} & {n.lower() for n in evaluation}
     conll_only = compose_config("train", tiny_train_overrides(data) + [
-        "augment.names=0.5", "augment.name_pool=ambiguous", "augment.ambiguity.gazetteer=false"])
-    assert set(build_augmentation(conll_only).name_pool) == {"Jordan", "Zorabel"} & set(half)
+        "augment.names=0.5", "augment/name_pool=ambiguous", "augment.name_pool.ambiguity.gazetteer=false"])
+    assert set(build(conll_only.augment).name_pool) == {"Jordan", "Zorabel"} & set(half)
     training_part = compose_config("train", tiny_train_overrides(data) + ["augment.names=0.5",
-                                                                          "augment.name_pool=ambiguous_train"])
-    assert list(build_augmentation(training_part).name_pool) == [n for n in expected if ambiguous_part(n) == "train"]
+                                                                          "augment/name_pool=ambiguous_train"])
+    assert list(build(training_part.augment).name_pool) == [n for n in expected if ambiguous_part(n) == "train"]
 
 
 def test_a_quarter_of_the_names_is_kept_for_the_dev_probe_by_a_hash_of_the_name():
@@ -322,10 +319,35 @@ def test_runs_saved_before_the_new_keys_resume_and_other_settings_do_not(tmp_pat
     check_same_run(saved, current, tmp_path)  # the same training: the new keys are off
     check_same_run(saved, resolved(["augment.names=0.5", "augment.mention_mask_following=5",
                                     "augment.adversarial_context_per_side=false"]), tmp_path)
-    for override in ("augment.adversarial=0.25", "augment.name_pool=ambiguous", "augment.mention_mask=0.3"):
+    for override in ("augment.adversarial=0.25", "augment/name_pool=ambiguous", "augment.mention_mask=0.3"):
         other = resolved(["augment.names=0.5", override])
         with pytest.raises(NerbiasError, match=r"was trained with augment\.\w+=.*, this run has augment\."):
             check_same_run(saved, other, tmp_path)
+
+
+@pytest.mark.parametrize("pool", ["ssa_train_half", "ambiguous", "ambiguous_train"])
+def test_a_run_saved_with_the_flat_pool_keys_is_the_same_run_as_with_the_pool_node(tmp_path, pool):
+    """Configs before 2026-12-06 held ``augment.name_pool`` (a string), ``augment.ambiguity`` and
+    ``augment.pool_exclude``; now the pool is a node (configs/augment/name_pool/). Resuming such a run, or
+    keeping its finished results, reads them as the same training, and only with the same pool."""
+    from nerbias.training.run_identity import check_same_run, same_training
+
+    def resolved(overrides):
+        return OmegaConf.to_container(compose_config("train", overrides + [f"paths.output_dir={tmp_path}"]),
+                                      resolve=True)
+
+    current = resolved(["augment.names=0.5", f"augment/name_pool={pool}"])
+    node = current["augment"]
+    flat = {**{k: v for k, v in node.items() if k not in ("_target_", "name_pool")},
+            "name_pool": pool, "pool_exclude": [None]}
+    if "ambiguity" in node["name_pool"]:
+        flat["ambiguity"] = node["name_pool"]["ambiguity"]
+    saved = {**current, "augment": flat}
+    check_same_run(saved, current, tmp_path)
+    assert same_training(saved, current)
+    other = "ssa_train_half" if pool != "ssa_train_half" else "ambiguous"
+    with pytest.raises(NerbiasError, match=r"was trained with augment\.(name_pool|ambiguity)="):
+        check_same_run(saved, resolved(["augment.names=0.5", f"augment/name_pool={other}"]), tmp_path)
 
 
 @pytest.mark.parametrize("override, message", [
@@ -334,13 +356,13 @@ def test_runs_saved_before_the_new_keys_resume_and_other_settings_do_not(tmp_pat
     ("augment.mention_mask=-0.1", "augment.mention_mask=-0.1: must be a probability"),
     ("augment.mention_mask_following=0", "augment.mention_mask_following=0: must be an integer >= 1"),
     ("augment.adversarial_context_per_side=maybe", "augment.adversarial_context_per_side='maybe': must be true or false"),
-    ("augment.ambiguity.casing=upper", "augment.ambiguity.casing='upper': must be exact or lower"),
-    ("augment.ambiguity.types=[LOC,CITY]", "augment.ambiguity.types=.*: must be a non-empty list"),
-    ("augment.ambiguity.min_typed=0", "augment.ambiguity.min_typed=0: must be an integer >= 1"),
+    ("augment.name_pool.ambiguity.casing=upper", "augment.name_pool.ambiguity.casing='upper': must be exact or lower"),
+    ("augment.name_pool.ambiguity.types=[LOC,CITY]", "augment.name_pool.ambiguity.types=.*: must be a non-empty list"),
+    ("augment.name_pool.ambiguity.min_typed=0", "augment.name_pool.ambiguity.min_typed=0: must be an integer >= 1"),
 ])
 def test_bad_values_of_the_new_options_stop_before_any_work(override, message):
     from nerbias.tasks.configuration import validate_config
     from nerbias.validation import ConfigError
 
     with pytest.raises(ConfigError, match=message):
-        validate_config(compose_config("train", [override]))
+        validate_config(compose_config("train", ["augment/name_pool=ambiguous", override]))

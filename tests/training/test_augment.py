@@ -113,7 +113,7 @@ def test_augmented_training_runs_resumes_identically_and_refuses_another_setting
 
     pool = tmp_path / "pool.txt"
     pool.write_text("Zora\nQuincy\nBertram\n")
-    options = ["augment.lowercase=0.5", "augment.names=0.5", "augment.entity_mask=0.2", f"augment.name_pool={pool}"]
+    options = ["augment.lowercase=0.5", "augment.names=0.5", "augment.entity_mask=0.2", f"augment.name_pool.source={pool}"]
     metrics = {}
     for name in ("a", "b"):
         out = tmp_path / name
