@@ -31,6 +31,8 @@ LEGACY_EVALUATIONS = {"nerbias.bias.runner.evaluate_names": "nerbias.bias.benchm
                       "nerbias.tasks.evaluate_conll": "nerbias.scoring.Conll2003Benchmark"}
 
 
+# Sentence builders that moved since a saved config named them.
+MOVED_TARGETS = {"nerbias.bias.corpora.InSituCorpus.from_conll2003": "nerbias.bias.insitu.InSituCorpus.from_conll2003"}
 # The top-level nodes of an evaluation config that became constructors' arguments on 2026-12-06.
 NODE_TARGETS = {"metrics": "nerbias.bias.statistics.StatisticsOptions",
                 "name_profile": "nerbias.bias.name_profile.NameProfileJoin"}
@@ -71,6 +73,7 @@ def current_config(saved: Any) -> Any:
 def _benchmark_arguments(corpus: dict[str, Any]) -> dict[str, Any]:
     """A corpus node of the layout before 2026-12-06 as the benchmark's arguments (``current_config``)."""
     builder = corpus.get("_target_")
+    builder = MOVED_TARGETS.get(builder, builder)
     rest = {key: value for key, value in corpus.items() if key not in ("_target_", "benchmark")}
     node: dict[str, Any] = {"_target_": corpus["benchmark"]["_target_"]}
     if builder is None:

@@ -68,6 +68,7 @@ def _before_constructors(corpus: dict) -> dict:
     under ``benchmark``, the builder's keys beside the benchmark's."""
     source = dict(corpus.get("source") or {})
     builder = source.pop("_target_", None)
+    builder = {new: old for old, new in finished.MOVED_TARGETS.items()}.get(builder, builder)
     source.pop("_partial_", None)
     old = {"_target_": builder} if builder else {}
     old.update({"name": corpus["name"], "benchmark": {"_target_": corpus["_target_"]}})

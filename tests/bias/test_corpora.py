@@ -12,11 +12,11 @@ from nerbias.bias.types import NameSlot
 from nerbias.data.conll import Sentence
 from nerbias.bias.corpora import (
     CorpusIndexError,
-    InSituCorpus,
     WinogenderCorpus,
     load_winogender_templates,
     tokenize,
 )
+from nerbias.bias.insitu import InSituCorpus
 from nerbias.data.conll2003 import load_conll2003
 from nerbias.errors import DataFormatError, NerbiasError
 from nerbias.bias.names import load_names

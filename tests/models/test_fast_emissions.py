@@ -21,12 +21,8 @@ from nerbias.models import fast_emissions as inference
 from nerbias.bias.taggers import CheckpointSlotTagger
 from nerbias.bias.types import BiasSentence, NameSlot, SlotOutcome, outcome_from_spans
 from nerbias.data.conll import Sentence
-from nerbias.bias.corpora import (
-    InSituBase,
-    InSituCorpus,
-    WinogenderCorpus,
-    load_winogender_templates,
-)
+from nerbias.bias.corpora import WinogenderCorpus, load_winogender_templates
+from nerbias.bias.insitu import InSituBase, InSituCorpus
 from nerbias.models.fast_emissions import (
     FastEmissions,
     TokenFeatureCache,
