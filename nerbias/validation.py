@@ -283,9 +283,10 @@ def _node_values(cfg: DictConfig, path: str) -> dict[str, Any] | None:
     return values
 
 
-def _target_owner(target: Any) -> Any:
+def _target_owner(target: Any, with_rules: bool = True) -> Any:
     """The class a ``_target_`` builds (a class, or the class of a classmethod constructor such as
-    ``WinogenderCorpus.from_file``) when it states its values' rules (``check_values``), else None."""
+    ``WinogenderCorpus.from_file``) when it states its values' rules (``check_values``; any class when not
+    ``with_rules``), else None."""
     from hydra.utils import get_object
 
     try:
@@ -293,7 +294,7 @@ def _target_owner(target: Any) -> Any:
     except Exception:  # noqa: BLE001 - check_targets names a misspelt target; the build reports the rest
         return None
     owner = found.__self__ if inspect.ismethod(found) and isinstance(found.__self__, type) else found
-    return owner if isinstance(owner, type) and hasattr(owner, "check_values") else None
+    return owner if isinstance(owner, type) and (hasattr(owner, "check_values") or not with_rules) else None
 
 
 def _target_owned_nodes(cfg: DictConfig) -> list[tuple[str, Any]]:
@@ -311,6 +312,25 @@ def _target_owned_nodes(cfg: DictConfig) -> list[tuple[str, Any]]:
 
     walk(OmegaConf.to_container(cfg, resolve=False), "")
     return found
+
+
+def check_missing_values(cfg: DictConfig) -> None:
+    """A ``???`` left in a node with a ``_target_`` (a value the user must give): one line naming the key,
+    with the example its class gives (``EXAMPLES``: key -> what to give)."""
+    def walk(node: Any, path: str) -> None:
+        if not isinstance(node, DictConfig):
+            return
+        for key in node.keys():
+            where = f"{path}.{key}" if path else str(key)
+            if key != "hydra" and OmegaConf.is_missing(node, key):
+                if "_target_" in node:
+                    owner = _target_owner(node["_target_"], with_rules=False)
+                    example = getattr(owner, "EXAMPLES", {}).get(str(key)) if owner is not None else None
+                    raise ConfigError(f"{where}: missing; give " + (example or f"a value ({where}=...)"))
+            elif key != "hydra":
+                walk(node._get_node(key), where)
+
+    walk(cfg, "")
 
 
 def check_config_values(cfg: DictConfig) -> None:
@@ -333,6 +353,7 @@ def validate(cfg: DictConfig, overrides: Iterable[str] = (), schemas: Mapping[st
     if schemas is not None:
         check_config_keys(cfg, schemas)
     check_appended_keys(overrides)
+    check_missing_values(cfg)
     check_config_values(cfg)
     for key in ("trainer.device", "tagger.device"):
         present, device = _select(cfg, key)
@@ -341,21 +362,3 @@ def validate(cfg: DictConfig, overrides: Iterable[str] = (), schemas: Mapping[st
 
             if not torch.cuda.is_available():
                 raise ConfigError(f"{key}={device}: this machine has no CUDA device (use auto or cpu)")
-    if OmegaConf.select(cfg, "tagger.kind", default=None) == "checkpoint":
-        if OmegaConf.is_missing(cfg.tagger, "path"):
-            raise ConfigError("tagger.path: missing; give the checkpoint, e.g. "
-                              "tagger.path=logs/train/runs/<run>/checkpoints/best.pt")
-        if not Path(str(cfg.tagger.path)).is_file():
-            raise ConfigError(f"tagger.path={cfg.tagger.path}: no such checkpoint file")
-    embeddings = OmegaConf.select(cfg, "embeddings", default=None)
-    if isinstance(embeddings, DictConfig) and embeddings.get("source") and "path" in embeddings.keys():
-        if OmegaConf.is_missing(embeddings, "path"):
-            raise ConfigError(f"embeddings.path: missing; embeddings.source={embeddings.source} needs its vectors "
-                              "file, e.g. embeddings.path=/data/numberbatch-en-19.08.txt.gz")
-        if embeddings.path is not None and not Path(str(embeddings.path)).is_file():
-            raise ConfigError(f"embeddings.path={embeddings.path}: no such file")
-    examples = {"transformers": "a saved model folder or a hub id, e.g. tagger.model=dslim/bert-base-NER",
-                "flair": "the path of a trained SequenceTagger, e.g. tagger.model=/models/ner-english/final-model.pt"}
-    kind = OmegaConf.select(cfg, "tagger.kind", default=None)
-    if kind in examples and OmegaConf.is_missing(cfg.tagger, "model"):
-        raise ConfigError(f"tagger.model: missing; give {examples[kind]}")

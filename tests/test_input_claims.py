@@ -260,8 +260,8 @@ def test_pretrained_vocabulary_words_do_not_satisfy_the_no_vector_guard(tmp_path
 
 def test_conceptnet_without_a_path_names_embeddings_path(tiny_data_dir):
     base = tiny_train_overrides(tiny_data_dir)
-    with pytest.raises(ConfigError, match=r"^embeddings\.path: missing; embeddings\.source=conceptnet needs its "
-                                          r"vectors file, e.g\. embeddings\.path="):
+    with pytest.raises(ConfigError, match=r"^embeddings\.path: missing; give the vectors file of embeddings\.source, "
+                                          r"e\.g\. embeddings\.path="):
         validate(compose_config("train", base + ["embeddings=conceptnet"]))
     with pytest.raises(ConfigError, match=r"^embeddings\.path=/no/such\.txt: no such file$"):
         validate(compose_config("train", base + ["embeddings=conceptnet", "embeddings.path=/no/such.txt"]))

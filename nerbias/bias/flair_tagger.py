@@ -64,6 +64,8 @@ def load_flair_tagger(model: str) -> Any:
 class FlairSlotTagger(SlotTagger):
     """A Flair SequenceTagger on our words: its spans, and its per-word PERSON probability."""
 
+    EXAMPLES = {"model": "the path of a trained SequenceTagger, e.g. tagger.model=/models/ner-english/final-model.pt"}
+
     def __init__(self, model: str | None = None, batch_size: int = 32, device: str = "auto",
                  person_types: Sequence[str] = PERSON_TYPES, name: str | None = None, tagger: Any = None):
         Sentence, _ = _flair()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -27,6 +27,7 @@ from nerbias.models.checkpoint import load_checkpoint
 from nerbias.models.fast_emissions import FastEmissions
 from nerbias.models.tagger import NerTagger
 from nerbias.data.tags import bioes_to_spans, parse_tag
+from nerbias.validation import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,16 @@ class CheckpointSlotTagger(SlotTagger):
     ``S-PER`` it equals the span confidence of Culotta & McCallum (2004). Results stay on the
     device until the whole call is done (one transfer back).
     """
+
+    EXAMPLES = {"path": "the checkpoint, e.g. tagger.path=logs/train/runs/<run>/checkpoints/best.pt"}
+
+    @classmethod
+    def check_values(cls, values: Mapping[str, Any], prefix: str = "tagger.") -> None:
+        """The checkpoint file must be there (validation.validate checks a config's before any work; null: the
+        task sets it, as after a training)."""
+        path = values.get("path")
+        if path is not None and not Path(str(path)).is_file():
+            raise ConfigError(f"{prefix}path={path}: no such checkpoint file")
 
     def __init__(self, tagger: NerTagger, batch_size: int = 512, name: str = "checkpoint", fast: bool = True,
                  min_shared_rows: int = 16, path: str | None = None):

@@ -110,6 +110,8 @@ def load_token_classifier(model: str, revision: str | None = None) -> tuple[Any,
 class TransformersSlotTagger(SlotTagger):
     """A Hugging Face token classifier on our words: first sub-token label and PERSON probability."""
 
+    EXAMPLES = {"model": "a saved model folder or a hub id, e.g. tagger.model=dslim/bert-base-NER"}
+
     @classmethod
     def check_values(cls, values: Mapping[str, Any], prefix: str = "tagger.") -> None:
         """What its options may be alone (validation.validate checks a config's before any work)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
@@ -31,7 +32,7 @@ from nerbias.data.debias import (NEUTRALIZE, equalised_sets, hard_debias, load_s
 from nerbias.data.debias_diagnostics import name_keys, report
 from nerbias.data.embeddings import coverage, embedding_matrix, load_keyed_vectors
 from nerbias.errors import NerbiasError
-from nerbias.validation import POSITIVE_INTEGER, Rule, check_values, one_of
+from nerbias.validation import POSITIVE_INTEGER, ConfigError, Rule, check_values, one_of
 from nerbias.data.vocab import Vocabulary
 from nerbias.models.bilstm_crf import word_char_spec
 
@@ -87,11 +88,16 @@ class WordVectors:
         self._keyed = None
         self._original = None  # the vectors as loaded, for the diagnostics (when normalised or de-biased)
 
+    EXAMPLES = {"path": "the vectors file of embeddings.source, e.g. embeddings.path=/data/numberbatch-en-19.08.txt.gz"}
+
     @classmethod
     def check_values(cls, values: Mapping[str, Any], prefix: str = "embeddings.") -> None:
-        """What each value may be alone (validation.validate checks a config's before any work); how they
-        combine, ``__init__`` says."""
+        """What each value may be alone, and a vectors file that is there (validation.validate checks a config's
+        before any work); how they combine, ``__init__`` says."""
         check_values(values, WORD_VECTOR_RULES, prefix)
+        path = values.get("path")
+        if values.get("source") and path is not None and not Path(str(path)).is_file():
+            raise ConfigError(f"{prefix}path={path}: no such file")
 
     @property
     def pretrained(self) -> bool:
