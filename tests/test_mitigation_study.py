@@ -197,6 +197,8 @@ def test_a_sweep_packs_each_finished_job_and_a_restored_sweep_reruns_without_tra
     assert again.returncode == 0 and "restored 0 jobs" in again.stdout, again.stderr
     shutil.rmtree(sweep)
     assert run_script("scripts/study_archive.py", ["unpack", str(archive), str(sweep)]).returncode == 0
+    check = run_script("scripts/study_archive.py", ["check", str(sweep)])
+    assert check.returncode == 0 and check.stdout.splitlines() == ["0: kept", "1: kept"], check.stderr
     again = run_script("train.py", ["-m", *command], env={"OMP_NUM_THREADS": "1"})
     assert again.returncode == 0, again.stderr
     assert (again.stdout + again.stderr).count("already finished with the same config") == 2, again.stderr
