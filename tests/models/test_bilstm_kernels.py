@@ -128,3 +128,45 @@ def test_a_fused_tagger_has_the_reference_taggers_parameters_and_crf_loss():
     losses = [model.loss(words, None, mask, gold) for model in (reference, fused)]
     torch.testing.assert_close(losses[1], losses[0], rtol=1e-5, atol=1e-6)
 
+
+
+def test_locked_dropout_shares_one_mask_over_the_time_steps_and_rescales():
+    from nerbias.models.bilstm_crf import LockedDropout
+
+    torch.manual_seed(0)
+    dropout = LockedDropout(0.3)
+    inputs = torch.ones(400, 7, 500)
+    output = dropout(inputs)
+    kept = output != 0
+    assert torch.equal(kept, kept[:, :1, :].expand_as(kept))  # the same mask at every step of a sequence
+    assert not torch.equal(kept[0], kept[1])  # and its own mask for each sequence
+    assert abs(kept[:, 0, :].float().mean().item() - 0.7) < 0.006  # 200,000 draws: about 6 standard errors
+    torch.testing.assert_close(output[kept], torch.full_like(output[kept], 1 / 0.7))
+    dropout.eval()
+    assert torch.equal(dropout(inputs), inputs)
+
+
+def test_the_locked_dropout_option_is_off_in_every_earlier_run_and_on_only_when_asked():
+    from nerbias.models.bilstm_crf import BiLSTMCRFTagger, LockedDropout, ModelOptions
+
+    assert TaggerConfig().locked_dropout is False and ModelOptions().locked_dropout is False
+    legacy = {"lstm_hidden": 200, "dropout": 0.5}
+    assert effective_model_options({**legacy, "locked_dropout": False}) == effective_model_options(legacy)
+    assert effective_model_options({**legacy, "locked_dropout": True}) != effective_model_options(legacy)
+    with pytest.raises(ConfigError, match=r"model\.locked_dropout='yes': must be true or false"):
+        ModelOptions(locked_dropout="yes")
+
+    class Features(nn.Module):
+        output_dim, context_free, elmo_chars = 6, True, False
+
+        def __init__(self):
+            super().__init__()
+            self.table = nn.Embedding(20, 6)
+
+        def embed(self, words, chars, mask):
+            return self.table(words)
+
+    tags = ["O", "B-PER", "I-PER", "E-PER", "S-PER"]
+    for locked, kind in ((False, UniformDropout), (True, LockedDropout)):
+        model = BiLSTMCRFTagger(Features(), tags, TaggerConfig(lstm_hidden=5, kernels="fused", locked_dropout=locked))
+        assert type(model.dropout) is kind
