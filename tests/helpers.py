@@ -67,6 +67,7 @@ SHIPPED = (
     + [("train", [f"{group}={stem}"]) for group in ("embeddings", "model", "trainer", "augment", "logger", "recipe")
        for stem in _stems(group)]
     + [("train", [f"augment/name_pool={stem}"]) for stem in _stems("augment/name_pool")]
+    + [("train", [f"trainer/optimizer={stem}"]) for stem in _stems("trainer/optimizer")]
     + [("evaluate", [f"corpus={corpus}", f"tagger.path={Path(__file__)}"]) for corpus in _stems("corpus")]  # a file
     + [("evaluate", ["corpus=winogender", f"tagger={tagger}", "tagger.model=y"]) for tagger in ("flair", "transformers")]
     + [("evaluate", ["corpus=census", f"tagger={tagger}"]) for tagger in ("spacy", "precomputed")]
