@@ -3,9 +3,9 @@ other key of the node is an argument of it.
 
 ``build`` refuses a key its target does not take, naming the key and listing what the target takes (as
 AllenNLP's ``Params.assert_empty`` and thinc's signature check do), so a misspelt key can never be left
-unread. Two keys are the config system's, not the target's: ``_partial_`` (build a ``functools.partial``,
-for what is called later with run-time values, such as an optimizer with the parameters) and ``kind``,
-the node's label in run names and tables (``embeddings.kind=glove``), which no constructor needs. A
+unread. One key is the config system's, not the target's: ``_partial_`` (build a ``functools.partial``,
+for what is called later with run-time values, such as an optimizer with the parameters); a node's label
+in run names and tables (``embeddings.kind=glove``) is an argument of the classes that have one. A
 nested node with a ``_target_`` is built first and passed as the argument; run-time values (vocabularies,
 a name list) come as keyword arguments of ``build`` and must be parameters too.
 """
@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from nerbias.validation import LABEL, PARTIAL, BuildError, target_of, unexpected_keys
+from nerbias.validation import PARTIAL, BuildError, target_of, unexpected_keys
 
 def plain(node: Mapping[str, Any] | DictConfig) -> dict[str, Any]:
     """A config node as plain, resolved data."""
@@ -45,7 +45,6 @@ def build(node: Mapping[str, Any] | DictConfig, where: str = "", **runtime: Any)
 def _construct(values: dict[str, Any], runtime: Mapping[str, Any]) -> Any:
     factory = target_of(values.pop("_target_"))
     partial = bool(values.pop(PARTIAL, False))
-    values.pop(LABEL, None)
     arguments = {key: _construct(dict(value), {}) if isinstance(value, Mapping) and "_target_" in value else value
                  for key, value in values.items()}
     arguments.update(runtime)

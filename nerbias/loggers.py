@@ -33,7 +33,8 @@ class NullLogger:
     def __init__(self, config: Mapping[str, Any] | None = None, save_dir: str | Path | None = None,
                  project: str | None = None, mode: str | None = None, name: str | None = None,
                  group: str | None = None, tags: list[str] | None = None, entity: str | None = None,
-                 job_type: str | None = None): ...
+                 job_type: str | None = None, kind: str = "none"):
+        self.kind = kind  # the label run names and tables use (the config's ``kind``)
 
     def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None: ...
 
@@ -78,7 +79,9 @@ def _resolve_mode(mode: str) -> str:
 class WandbLogger(NullLogger):
     def __init__(self, project: str, mode: str = "auto", config: Mapping[str, Any] | None = None,
                  save_dir: str | Path = ".", name: str | None = None, group: str | None = None,
-                 tags: list[str] | None = None, entity: str | None = None, job_type: str | None = None):
+                 tags: list[str] | None = None, entity: str | None = None, job_type: str | None = None,
+                 kind: str = "wandb"):
+        self.kind = kind  # the label run names and tables use (the config's ``kind``)
         self.check_values({"mode": mode})
         self.run = None
         self.mode = _resolve_mode(mode)

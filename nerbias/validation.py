@@ -38,7 +38,6 @@ class ConfigError(NerbiasError):
 
 # The keys of a config node that are the config system's, not its target's (``building.build``).
 PARTIAL = "_partial_"
-LABEL = "kind"  # a node's label (run names, tables, W&B tags); read from the config, never a constructor argument
 
 
 class BuildError(ConfigError):
@@ -79,7 +78,7 @@ def unexpected_keys(node: Mapping[str, Any], where: str = "") -> str | None:
         except BuildError:
             parameters = None
         if parameters is not None:
-            unknown = sorted(key for key in node if key not in parameters | {"_target_", PARTIAL, LABEL})
+            unknown = sorted(key for key in node if key not in parameters | {"_target_", PARTIAL})
             if unknown:
                 return (f"{where}{unknown[0]}: {target} takes no such argument (it takes: "
                         f"{', '.join(sorted(parameters)) or 'nothing'}); a typo, or a setting of another node?")
@@ -170,15 +169,18 @@ def _select(cfg: DictConfig, key: str) -> tuple[bool, Any]:
 
 
 def known_group_keys(group: str) -> set[str]:
-    """Every dotted key any config file of ``configs/<group>/`` defines (for appended-key checks)."""
+    """Every dotted key any config file of ``configs/<group>/`` defines (for appended-key checks); a file of a
+    nested group (``configs/augment/name_pool/ambiguous.yaml``) defines its keys under that group's name."""
     keys: set[str] = set()
     for path in (CONFIGS / group).rglob("*.yaml"):
+        package = ".".join(path.relative_to(CONFIGS / group).parent.parts)
+
         def walk(node: Any, prefix: str) -> None:
             if isinstance(node, dict):
                 for key, value in node.items():
                     keys.add(f"{prefix}{key}")
                     walk(value, f"{prefix}{key}.")
-        walk(OmegaConf.to_container(OmegaConf.load(path), resolve=False), "")
+        walk(OmegaConf.to_container(OmegaConf.load(path), resolve=False), f"{package}." if package else "")
     return keys
 
 

@@ -14,6 +14,7 @@ from helpers import CONFIGS, ROOT, SHIPPED, compose_config, run_script
 from nerbias.building import build
 from nerbias.tasks.configuration import SCHEMAS
 from nerbias.training.lm_pretraining import PretrainingConfig
+from nerbias.errors import NerbiasError
 from nerbias.validation import BuildError, ConfigError, check_config_keys
 
 
@@ -117,9 +118,8 @@ def test_build_refuses_a_key_its_target_does_not_take():
         build(node, "thing.", shape=(1,))
 
 
-def test_build_passes_nested_targets_built_a_partial_and_never_the_label():
-    built = build({"_target_": "fractions.Fraction", "kind": "label",
-                   "numerator": {"_target_": "fractions.Fraction", "numerator": 7, "kind": "inner label"}})
+def test_build_passes_nested_targets_built_and_a_partial():
+    built = build({"_target_": "fractions.Fraction", "numerator": {"_target_": "fractions.Fraction", "numerator": 7}})
     assert built == 7
     partial = build({"_target_": "fractions.Fraction", "_partial_": True, "numerator": 1})
     assert partial(denominator=2) == 0.5
@@ -159,3 +159,30 @@ def test_no_hand_kept_list_of_config_keys_is_left_in_the_package():
                 if len(strings) >= 3 and len(strings) == len(node.elts) and set(strings) <= keys:
                     found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {strings}")
     assert not found, "\n".join(found)
+
+
+def test_the_name_pool_spelt_as_before_and_a_label_where_no_class_takes_one_are_refused(tmp_path):
+    from nerbias.tasks.configuration import validate_config
+    from nerbias.tasks.evaluations import build_benchmark
+
+    with pytest.raises(ConfigError, match=r"^augment\.name_pool=ambiguous: the name pool is a config group: "
+                                          r"augment/name_pool=ambiguous"):
+        validate_config(compose_config("train", ["augment.name_pool=ambiguous"]))
+    with pytest.raises(ConfigError, match=r"^augment\.kind: .*Augmentation\.configured takes no such argument"):
+        validate_config(compose_config("train", ["+augment.kind=x"]))
+    validate_config(compose_config("train", ["augment/name_pool=ambiguous", "+augment.name_pool.ambiguity.types=[LOC]"]),
+                    ["+augment.name_pool.ambiguity.types=[LOC]"])  # a key of the nested group's files: accepted
+    cfg = compose_config("evaluate", ["corpus=winogender", f"tagger.path={tmp_path}"])
+    OmegaConf.set_struct(cfg, False)
+    cfg.corpus.source.names = "x.csv"  # as a corpus YAML file of one's own might
+    with pytest.raises(ConfigError, match=r"^corpus\.source\.names: set by the benchmark from corpus\.names"):
+        build_benchmark(cfg)
+
+
+def test_an_ambiguous_pool_needs_its_rule(tmp_path):
+    from nerbias.bias.name_pools import NamePool
+
+    with pytest.raises(NerbiasError, match=r"^augment\.name_pool\.ambiguity: needed with source=ambiguous"):
+        NamePool(tmp_path, source="ambiguous")
+    with pytest.raises(NerbiasError, match=r"^augment\.name_pool\.ambiguity: read only by the ambiguous pools"):
+        NamePool(tmp_path, source="ssa_train_half", ambiguity={"min_typed": 1})

@@ -55,6 +55,9 @@ class _NamesInSentences:
     def __init__(self, name: str, paper: str, source: Callable[..., Any], names: str | None = None,
                  lowercase: bool = False, batch_size: int = 1024, run: EvaluationRun | None = None):
         self.check_values({"lowercase": lowercase, "batch_size": batch_size})
+        given = sorted(set(getattr(source, "keywords", None) or ()) & {"names", "lowercase"})
+        if given:  # the benchmark passes them when it builds the sentences: a value here would be overridden
+            raise ConfigError(f"corpus.source.{given[0]}: set by the benchmark from corpus.{given[0]}; remove it")
         self.name, self.paper, self.source, self.names = str(name), paper, source, names
         self.lowercase, self.batch_size = bool(lowercase), int(batch_size)
         self.run = run or EvaluationRun()

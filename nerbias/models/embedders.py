@@ -67,7 +67,9 @@ class WordVectors:
 
     def __init__(self, source: str | None = None, path: str | None = None, dim: int = 50, lowercase: bool = True,
                  freeze: bool = False, include_pretrained_vocab: bool = True, debias: str | None = None,
-                 normalize: bool | None = None, debias_neutralize: str = "all", coverage_names: str | None = None):
+                 normalize: bool | None = None, debias_neutralize: str = "all", coverage_names: str | None = None,
+                 kind: str = "word_vectors"):
+        self.kind = kind  # the label run names and tables use (the config's ``kind``)
         self.check_values({"dim": dim, "debias": debias, "normalize": normalize,
                            "debias_neutralize": debias_neutralize})
         if debias is None and debias_neutralize != "all":
@@ -192,7 +194,8 @@ class ElmoEmbeddings:
     def __init__(self, size: str = "small", options_file: str | None = None, weight_file: str | None = None,
                  pretrained_lm: str | None = None, char_cnn: Mapping | None = None, lstm: Mapping | None = None,
                  freeze_lm: bool = False, dropout: float = 0.0, lowercase: bool = False,
-                 include_pretrained_vocab: bool = False):
+                 include_pretrained_vocab: bool = False, kind: str = "elmo"):
+        self.kind = kind  # the label run names and tables use (the config's ``kind``)
         # include_pretrained_vocab is moot (no word vocabulary) and taken so that experiment=smoke, which
         # turns it off for word vectors, composes with embeddings=elmo.
         self.spec = {"size": size, "options_file": options_file, "weight_file": weight_file,

@@ -6,14 +6,14 @@ so a resumed run sees the same data as an uninterrupted one. In this order:
 1. **Name substitution** (``names=P``): each single-token PERSON mention is replaced, with
    probability P, by a name drawn uniformly from ``name_pool`` (distinct SSA first names disjoint
    from every evaluation name list; see ``nerbias.bias.names.substitution_pool``; with
-   ``name_pool=ambiguous`` only those that are also places or organisations,
+   ``augment/name_pool=ambiguous`` only those that are also places or organisations,
    ``nerbias.data.ambiguity``). Multi-token mentions ("John Smith") are left as they are: a first
    name replaced inside a full name would need a surname model, and the bias corpora place one-token
    names only.
    **Pool names in places** (``place_names=P``): each single-token LOCATION mention is replaced, with
    probability P, by a name of the same pool, and each single-token ORGANIZATION mention by one of the
    pool's names that CoNLL-03 train types ORG (``org_pool``; none: ORG mentions are kept). With
-   ``name_pool=ambiguous`` a place-like first name is then seen in places' slots as in persons', so
+   ``augment/name_pool=ambiguous`` a place-like first name is then seen in places' slots as in persons', so
    the string no longer tells the type: only the context does (issue 45; docs/context_training.md).
 2. **Entity masking** (``entity_mask=P``): every token of a PERSON mention becomes the masked token
    (``nerbias.data.batching.MASKED``: word id ``<unk>`` and no characters, so the character features
@@ -45,7 +45,7 @@ from nerbias.data.ambiguity import AMBIGUOUS_POOLS
 from nerbias.data.batching import MASKED, NoisySentence
 from nerbias.data.conll import ENTITY_TYPES, Sentence, lowercased
 from nerbias.errors import NerbiasError
-from nerbias.validation import BOOLEAN, PROBABILITY, Rule, at_least, check_values
+from nerbias.validation import BOOLEAN, PROBABILITY, ConfigError, Rule, at_least, check_values
 
 PERSON = "PER"
 # The options; any > 0 switches augmentation on.
@@ -132,6 +132,10 @@ class Augmentation:
     def check_values(cls, values: Mapping[str, Any], prefix: str = "augment.") -> None:
         """What each ``augment`` option may be (validation.validate checks a config's before any work)."""
         check_values(values, AUGMENT_RULES, prefix)
+        pool = values.get("name_pool")
+        if isinstance(pool, str):  # the spelling before the pool was a node (2026-12-06)
+            raise ConfigError(f"{prefix}name_pool={pool}: the name pool is a config group: {prefix.rstrip('.')}/name_pool="
+                              f"{pool} (or {prefix}name_pool.source=<names file>; docs/training.md)")
 
     def __post_init__(self):
         self.check_values(vars(self))

@@ -9,6 +9,8 @@ from collections import Counter
 import pandas as pd
 import pytest
 
+from omegaconf import OmegaConf
+
 from helpers import compose_config, make_tiny_conll, write_conll_file
 from nerbias.bias.dev_probe import DevProbe, DevProbeBenchmark, score_probe
 from nerbias.bias.census_names import read_tzioumis
@@ -178,3 +180,15 @@ def test_a_missing_pool_exclude_list_is_named_on_building(tmp_path):
                                       f"corpus.pool_exclude=[{tmp_path / 'none.csv'}]"])
     with pytest.raises(NerbiasError, match="none.csv"):
         build_benchmark(cfg)
+
+
+def test_every_selection_candidate_is_scored_on_the_same_probe_names():
+    """The probe's rule is the name pools' (configs/augment/name_pool/ambiguous.yaml), whichever pool a
+    candidate trains with: the candidates' probe recalls compare the same names."""
+    from helpers import CONFIGS
+
+    pool_rule = OmegaConf.to_container(compose_config("train", ["augment/name_pool=ambiguous"]).augment.name_pool.ambiguity)
+    stems = sorted(p.stem for p in (CONFIGS / "selection").glob("*.yaml"))
+    for stem in stems:
+        cfg = compose_config("train", ["experiment=context_selection", f"selection={stem}"])
+        assert OmegaConf.to_container(cfg.bias_eval.corpora.dev_probe.ambiguity) == pool_rule, stem
