@@ -12,6 +12,19 @@ from nerbias.models.bilstm_crf import TaggerConfig, UniformDropout, effective_mo
 from nerbias.validation import ConfigError
 
 
+class Features(nn.Module):
+    """A token embedder of a plain table (the tagger's embedder interface)."""
+
+    output_dim, context_free, elmo_chars = 6, True, False
+
+    def __init__(self):
+        super().__init__()
+        self.table = nn.Embedding(20, 6)
+
+    def embed(self, words, chars, mask):
+        return self.table(words)
+
+
 def padded_batch(lengths: list[int], width: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     generator = torch.Generator().manual_seed(seed)
     inputs = torch.randn(len(lengths), max(lengths), width, generator=generator)
@@ -107,16 +120,6 @@ def test_uniform_dropout_keeps_each_value_with_probability_one_minus_p_and_resca
 def test_a_fused_tagger_has_the_reference_taggers_parameters_and_crf_loss():
     from nerbias.models.bilstm_crf import BiLSTMCRFTagger
 
-    class Features(nn.Module):
-        output_dim, context_free, elmo_chars = 6, True, False
-
-        def __init__(self):
-            super().__init__()
-            self.table = nn.Embedding(20, 6)
-
-        def embed(self, words, chars, mask):
-            return self.table(words)
-
     tags = ["O", "B-PER", "I-PER", "E-PER", "S-PER"]
     torch.manual_seed(0)
     reference = BiLSTMCRFTagger(Features(), tags, TaggerConfig(lstm_hidden=5, kernels="reference")).eval()
@@ -155,16 +158,6 @@ def test_the_locked_dropout_option_is_off_in_every_earlier_run_and_on_only_when_
     assert effective_model_options({**legacy, "locked_dropout": True}) != effective_model_options(legacy)
     with pytest.raises(ConfigError, match=r"model\.locked_dropout='yes': must be true or false"):
         ModelOptions(locked_dropout="yes")
-
-    class Features(nn.Module):
-        output_dim, context_free, elmo_chars = 6, True, False
-
-        def __init__(self):
-            super().__init__()
-            self.table = nn.Embedding(20, 6)
-
-        def embed(self, words, chars, mask):
-            return self.table(words)
 
     tags = ["O", "B-PER", "I-PER", "E-PER", "S-PER"]
     for locked, kind in ((False, UniformDropout), (True, LockedDropout)):
