@@ -355,8 +355,8 @@ def validate(cfg: DictConfig, overrides: Iterable[str] = (), schemas: Mapping[st
     if schemas is not None:
         check_config_keys(cfg, schemas)
     check_appended_keys(overrides)
-    check_missing_values(cfg)
     check_config_values(cfg)
+    check_missing_values(cfg)
     for key in ("trainer.device", "tagger.device"):
         present, device = _select(cfg, key)
         if present and isinstance(device, str) and device.startswith("cuda"):
