@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -20,7 +20,7 @@ from nerbias.data.conll import Sentence, lowercased, write_conll
 from nerbias.data.conll2003 import SPLIT_FILES, load_conll2003
 from nerbias.data.tags import bioes_to_iob1
 from nerbias.errors import NerbiasError
-from nerbias.fileio import atomic_write_json, atomic_write_text
+from nerbias.fileio import atomic_write_json, atomic_write_text, write_csv
 from nerbias.models.tagger import NerTagger, Prediction
 
 log = logging.getLogger(__name__)
@@ -106,40 +106,58 @@ def write_predictions(output_dir: Path, name: str, sentences: Sequence[Sentence]
     atomic_write_text(output_dir / f"{name}_spans.tsv", "\n".join(span_lines) + "\n")
 
 
-def score_splits(tagger: NerTagger, splits: dict[str, list[Sentence]], batch_size: int,
-                 output_dir: Path) -> dict[str, float]:
-    """Score every split with confidences; ``<split>_predictions.conll`` / ``_spans.tsv`` beside the metrics."""
-    metrics: dict[str, float] = {}
-    for split, sentences in splits.items():
-        scores, predictions = evaluate_split(tagger, sentences, batch_size, split, confidences=True)
-        write_predictions(output_dir, f"{split}_predictions", sentences, predictions)
-        metrics.update({f"{split}_{key}": value for key, value in scores.items()})
-    return metrics
-
-
 class Conll2003Benchmark:
-    """``corpus=conll2003``: our checkpoint on CoNLL-03 dev / test (and lower-cased splits): metrics.json
-    plus prediction files per split. Needs a tagger with a ``NerTagger`` inside (``ner_tagger``), scored in
-    the tagger's batches (``batch_size``); ``run`` (the bias evaluations' shared settings) is not used."""
+    """``corpus=conll2003``: a checkpoint on CoNLL-03 dev / test (and lower-cased splits, ``<split>_lower``):
+    metrics.json plus the prediction files of the splits in ``predictions`` (null: every scored split), with
+    ``calibration`` their span calibration tables. Needs a tagger with a ``NerTagger`` inside (``ner_tagger``),
+    scored in the tagger's batches (``batch_size``); ``run`` (the bias evaluations' shared settings) is not used.
+    A training scores its best checkpoint with the same class (``Trainer.finish``: ``score``)."""
 
-    def __init__(self, name: str, paper: str, data_dir: str, splits: Sequence[str] = ("dev", "test"),
-                 lowercase_splits: Sequence[str] = (), verify_sizes: bool = True, run: Any = None):
+    def __init__(self, name: str, paper: str, data_dir: str | None, splits: Sequence[str] = ("dev", "test"),
+                 lowercase_splits: Sequence[str] = (), verify_sizes: bool = True,
+                 predictions: Sequence[str] | None = None, calibration: bool = False, run: Any = None):
         unknown = sorted((set(splits) | set(lowercase_splits or ())) - set(SPLIT_FILES))
         if unknown:
             raise NerbiasError(f"corpus.splits: no CoNLL-03 split {unknown[0]!r} (the splits: {', '.join(SPLIT_FILES)})")
         self.name, self.paper, self.data_dir = name, paper, data_dir
         self.splits, self.lowercase_splits = list(splits), list(lowercase_splits or [])
         self.verify_sizes = bool(verify_sizes)
+        self.predictions = None if predictions is None else list(predictions)
+        self.calibration = bool(calibration)
+
+    def scored_splits(self, data: Mapping[str, list[Sentence]]) -> dict[str, list[Sentence]]:
+        """The splits this benchmark scores, by name (``dev``, ``test``, ``test_lower``), from loaded ``data``."""
+        scored = {split: data[split] for split in self.splits}
+        scored.update({f"{split}_lower": lowercased(data[split]) for split in self.lowercase_splits})
+        return scored
+
+    def score(self, tagger: NerTagger, splits: Mapping[str, list[Sentence]], batch_size: int, output_dir: Path,
+              desc: str = "") -> dict[str, float]:
+        """``<split>_<metric>`` of each split; a split whose predictions are kept is tagged with span
+        confidences and its ``<split>_predictions.conll`` / ``_spans.tsv`` written, and with ``calibration``
+        its ``<split>_calibration.csv`` (metric ``<split>_span_ece`` unless no entity was predicted)."""
+        metrics: dict[str, float] = {}
+        calibrations = {}
+        for split, sentences in splits.items():
+            kept = self.predictions is None or split in self.predictions
+            scores, predictions = evaluate_split(tagger, sentences, batch_size, f"{split}{desc}", confidences=kept)
+            if kept:
+                write_predictions(output_dir, f"{split}_predictions", sentences, predictions)
+                if self.calibration:
+                    calibrations[split] = calibration_table(*span_correctness(sentences, predictions))
+            metrics.update({f"{split}_{key}": value for key, value in scores.items()})
+        for split, (table, ece) in calibrations.items():
+            write_csv(output_dir / f"{split}_calibration.csv", table)
+            if len(table):  # no predicted entity: nothing to calibrate, and no NaN in the metrics
+                metrics[f"{split}_span_ece"] = ece
+        return metrics
 
     def evaluate(self, tagger: Any, output_dir: Path, logger: Any) -> dict[str, float]:
         if tagger.ner_tagger is None:
             raise NerbiasError(f"tagger {tagger.name} cannot be scored on CoNLL-03 (needs a checkpoint)")
-        wanted, lower = self.splits, self.lowercase_splits
-        splits = load_conll2003(self.data_dir, splits=list(dict.fromkeys(wanted + lower)),
-                                verify_sizes=self.verify_sizes)
-        scored = {split: splits[split] for split in wanted}
-        scored.update({f"{split}_lower": lowercased(splits[split]) for split in lower})
-        metrics = score_splits(tagger.ner_tagger, scored, tagger.batch_size, output_dir)
+        data = load_conll2003(self.data_dir, splits=list(dict.fromkeys(self.splits + self.lowercase_splits)),
+                              verify_sizes=self.verify_sizes)
+        metrics = self.score(tagger.ner_tagger, self.scored_splits(data), tagger.batch_size, output_dir)
         atomic_write_json(output_dir / "metrics.json", {"metrics": metrics, "checkpoint": str(tagger.path)})
         logger.summary(metrics)
         return metrics

@@ -22,15 +22,14 @@ import torch
 from tqdm.auto import tqdm
 
 from nerbias.data.batching import iterate_batches
-from nerbias.data.conll import Sentence, lowercased
+from nerbias.data.conll import Sentence
 from nerbias.data.debias_diagnostics import DIAGNOSTICS_FILE, add_trained_stage
 from nerbias.errors import CheckpointError, Interrupted, NerbiasError
-from nerbias.fileio import (atomic_write_bytes, atomic_write_json, code_version, config_digest, numeric_platform,
-                            write_csv)
+from nerbias.fileio import atomic_write_bytes, atomic_write_json, code_version, config_digest, numeric_platform
 from nerbias.loggers import NullLogger, model_artifact_name
 from nerbias.models.checkpoint import checkpoint_word_table, load_checkpoint, save_checkpoint
 from nerbias.models.tagger import NerTagger, resolve_device
-from nerbias.scoring import calibration_table, evaluate_split, span_correctness, write_predictions
+from nerbias.scoring import Conll2003Benchmark, evaluate_split
 from nerbias.training.augment import Augmentation
 from nerbias.training.run_identity import check_same_run
 from nerbias.validation import (NON_NEGATIVE_NUMBER, POSITIVE_INTEGER, POSITIVE_NUMBER, Rule, check_values,
@@ -77,6 +76,12 @@ class TrainerSettings:
     @property
     def dense_optimizer(self) -> Callable[[list[torch.nn.Parameter]], torch.optim.Optimizer]:
         return self.optimizer or torch.optim.Adam
+
+
+# How a training scores its best checkpoint: the whole dev and test splits and test lower-cased; test's
+# predictions, with span confidences, and their calibration.
+BEST_CHECKPOINT_SCORING = Conll2003Benchmark("conll2003", "conll2003", data_dir=None, splits=("dev", "test"),
+                                             lowercase_splits=("test",), predictions=("test",), calibration=True)
 
 
 def record_trained_table(diagnostics_path: Path, checkpoint: Path) -> None:
@@ -387,19 +392,8 @@ class Trainer:
             raise NerbiasError(f"{best_path}: no best checkpoint (did training run any epoch?)")
         tagger = NerTagger.load(best_path, device=str(self.device))
         record_trained_table(self.output_dir / DIAGNOSTICS_FILE, best_path)
-        batch_size = self.settings.eval_batch_size
-        dev_scores, _ = evaluate_split(tagger, data["dev"], batch_size, "dev (best)")
-        test_scores, test_predictions = evaluate_split(tagger, data["test"], batch_size, "test (best)",
-                                                       confidences=True)
-        lower_scores, _ = evaluate_split(tagger, lowercased(data["test"]), batch_size, "test lower-cased (best)")
-        write_predictions(self.output_dir, "test_predictions", data["test"], test_predictions)
-        metrics = {f"dev_{k}": v for k, v in dev_scores.items()}
-        metrics.update({f"test_{k}": v for k, v in test_scores.items()})
-        metrics.update({f"test_lower_{k}": v for k, v in lower_scores.items()})
-        table, ece = calibration_table(*span_correctness(data["test"], test_predictions))
-        write_csv(self.output_dir / "test_calibration.csv", table)
-        if len(table):  # no predicted entity: nothing to calibrate, and no NaN in the metrics
-            metrics["test_span_ece"] = ece
+        metrics = BEST_CHECKPOINT_SCORING.score(tagger, BEST_CHECKPOINT_SCORING.scored_splits(data),
+                                                self.settings.eval_batch_size, self.output_dir, desc=" (best)")
         metrics["epochs"] = len(history)
         metrics["best_epoch"] = max(range(len(history)), key=lambda i: history[i]["dev_f1"]) + 1 if history else 0
         atomic_write_json(self.output_dir / "metrics.json", {"metrics": metrics, "history": history,
