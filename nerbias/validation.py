@@ -124,6 +124,12 @@ def at_least(low: int) -> Rule:
     return Rule(lambda v: _integer(v) and v >= low, f"an integer >= {low}")
 
 
+def existing_file(null_means: str | None = None) -> Rule:
+    """A path to a file that is there (or, with ``null_means``, null: what null does)."""
+    rule = Rule(lambda v: isinstance(v, (str, Path)) and Path(v).is_file(), "an existing file")
+    return optional(rule, null_means) if null_means else rule
+
+
 POSITIVE_INTEGER = at_least(1)
 POSITIVE_NUMBER = Rule(lambda v: _number(v) and v > 0, "a number > 0")
 NON_NEGATIVE_NUMBER = Rule(lambda v: _number(v) and v >= 0, "a number >= 0")

@@ -186,3 +186,21 @@ def test_an_ambiguous_pool_needs_its_rule(tmp_path):
         NamePool(tmp_path, source="ambiguous")
     with pytest.raises(NerbiasError, match=r"^augment\.name_pool\.ambiguity: read only by the ambiguous pools"):
         NamePool(tmp_path, source="ssa_train_half", ambiguity={"min_typed": 1})
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["corpus=insitu", "corpus.source.rule=paper"], r"^corpus\.source\.rule='paper': must be single_token_unique or "
+                                                   r"no_other_person$"),
+    (["corpus=winogender", "corpus.source.templates=/no/such.tsv"], r"^corpus\.source\.templates='/no/such\.tsv': must "
+                                                                    r"be an existing file$"),
+    (["corpus=probes", "corpus.source.templates=/no/such.tsv"], r"^corpus\.source\.templates='/no/such\.tsv': must be "
+                                                                r"an existing file, or null"),
+])
+def test_the_sentences_settings_are_checked_before_any_work(tmp_path, overrides, message):
+    """A ``source`` partial's values, by the class it builds (before any work: after a training they would
+    surface only once the training is done)."""
+    from nerbias.tasks.configuration import validate_config
+
+    (tmp_path / "best.pt").write_bytes(b"")
+    with pytest.raises(ConfigError, match=message):
+        validate_config(compose_config("evaluate", [*overrides, f"tagger.path={tmp_path / 'best.pt'}"]))

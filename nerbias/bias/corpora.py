@@ -27,13 +27,14 @@ from collections import Counter
 from dataclasses import dataclass
 from math import perm
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from nerbias.bias.types import BiasSentence, NameSlot
 from nerbias.errors import DataFormatError, NerbiasError
 from nerbias.fileio import read_utf8_text
+from nerbias.validation import POSITIVE_INTEGER, check_values, existing_file, optional
 
 log = logging.getLogger(__name__)
 
@@ -357,6 +358,12 @@ class WinogenderCorpus(NameSubstitutionCorpus):
     def __init__(self, templates: Sequence[WinogenderTemplate], names: Sequence[str], lowercase: bool = False):
         super().__init__(names, slots=3, num_sources=len(templates), lowercase=lowercase)
         self.templates = tuple(templates)
+
+    @classmethod
+    def check_values(cls, values: Mapping[str, Any], prefix: str = "corpus.source.") -> None:
+        """The templates file is there (validation.validate checks a config's before any work)."""
+        check_values(values, {"templates": existing_file(), "expected_templates": optional(POSITIVE_INTEGER, "any")},
+                     prefix)
 
     @classmethod
     def from_file(cls, templates: str | Path, names: Sequence[str], lowercase: bool = False,

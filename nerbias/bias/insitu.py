@@ -6,12 +6,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from nerbias.bias.corpora import NameSubstitutionCorpus
 from nerbias.data.conll import Sentence
 from nerbias.data.conll2003 import load_conll2003
 from nerbias.errors import NerbiasError
+from nerbias.validation import BOOLEAN, check_values, one_of
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,11 @@ class InSituCorpus(NameSubstitutionCorpus):
         super().__init__(names, slots=1, num_sources=len(bases), lowercase=lowercase)
         self.base_sentences = tuple(bases)
         self.rule = rule  # how the bases were selected, for reports; None when given directly
+
+    @classmethod
+    def check_values(cls, values: Mapping[str, Any], prefix: str = "corpus.source.") -> None:
+        """The selection rule (validation.validate checks a config's before any work)."""
+        check_values(values, {"rule": one_of(*INSITU_RULES), "verify_sizes": BOOLEAN}, prefix)
 
     @classmethod
     def from_conll(cls, sentences: Sequence[Sentence], names: Sequence[str], rule: str = DEFAULT_INSITU_RULE,

@@ -22,16 +22,17 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
 from nerbias.bias.corpora import NameSubstitutionCorpus, tokenize
 from nerbias.bias.labels import PLACE_TYPES
 from nerbias.bias.names import NameList
-from nerbias.bias.statistics import DEFAULT_EXACT_LIMIT, NameStatistics, per_group, summary_scalars
+from nerbias.bias.statistics import NameStatistics, per_group, summary_scalars
 from nerbias.errors import DataFormatError, NerbiasError
 from nerbias.fileio import read_utf8_text
+from nerbias.validation import check_values, existing_file
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +115,11 @@ class PairedProbes:
     place: ProbeCorpus
 
     @classmethod
+    def check_values(cls, values: Mapping[str, Any], prefix: str = "corpus.source.") -> None:
+        """The templates file is there, or null (validation.validate checks a config's before any work)."""
+        check_values(values, {"templates": existing_file("the packaged resources/probes.tsv")}, prefix)
+
+    @classmethod
     def from_file(cls, names: Sequence[str], templates: str | Path | None = None, lowercase: bool = False
                   ) -> "PairedProbes":
         loaded = load_probe_templates(templates)
@@ -155,11 +161,6 @@ def probe_scalars(groups: pd.DataFrame, prefix: str) -> dict[str, Any]:
     scalars.update({f"{prefix}/{row.group}/place_recall": float(row.place_recall)
                     for row in groups.itertuples(index=False)})
     return scalars
-
-
-def new_statistics(metrics) -> NameStatistics:
-    return NameStatistics(bins=metrics.confidence_bins, confidence_over=metrics.confidence_over,
-                          exact_limit=metrics.get("exact_percentiles_max", DEFAULT_EXACT_LIMIT))
 
 
 __all__ = ["PairedProbes", "ProbeCorpus", "ProbeTemplate", "load_probe_templates", "probe_tables",
