@@ -60,6 +60,10 @@ def test_a_report_checkpoint_in_the_config_is_refused_before_training(tiny_data_
     """A run's report always reads the run's own best checkpoint: a ``bias_eval.report.checkpoint`` would be
     read by nothing."""
     out = tmp_path / "run"
+    (tiny_data_dir / "winogender").mkdir()
+    (tiny_data_dir / "winogender" / "templates.tsv").write_text(  # the paper's corpora check their files first
+        "occupation(0)\tother-participant(1)\tanswer\tsentence\n"
+        "nurse\tpatient\t0\tThe $OCCUPATION told the $PARTICIPANT that $NOM_PRONOUN could pay .\n")
     cfg = compose_config("train", tiny_train_overrides(tiny_data_dir) + [
         "bias_eval=paper", f"+bias_eval.report.checkpoint={tmp_path / 'other.pt'}", f"paths.output_dir={out}"])
     with pytest.raises(NerbiasError, match=r"^bias_eval\.report\.checkpoint: "):
