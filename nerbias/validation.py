@@ -295,11 +295,9 @@ def _target_owner(target: Any, with_rules: bool = True) -> Any:
     """The class a ``_target_`` builds (a class, or the class of a classmethod constructor such as
     ``WinogenderCorpus.from_file``) when it states its values' rules (``check_values``; any class when not
     ``with_rules``), else None."""
-    from hydra.utils import get_object
-
     try:
-        found = get_object(target)
-    except Exception:  # noqa: BLE001 - check_targets names a misspelt target; the build reports the rest
+        found = target_of(target)
+    except BuildError:  # check_targets names a misspelt target; the build reports the rest
         return None
     owner = found.__self__ if inspect.ismethod(found) and isinstance(found.__self__, type) else found
     return owner if isinstance(owner, type) and (hasattr(owner, "check_values") or not with_rules) else None
