@@ -45,13 +45,13 @@ from nerbias.study.claims import (HEADLINE, UNDECIDED_BY_REPLICATES, claim_verdi
 from nerbias.study.paper_claims import declared_margins, paper_claims, paper_claims_section
 from nerbias.study.debias_table import diagnostics_section
 from nerbias.study.place_names import (PLACE_RECALL, UNAMBIGUOUS_SUFFIX, WATCHED_NAMES, WATCHED_PREFIX,
-                                       goal_frame, goal_section, read_profile, unambiguous_tables)
+                                       goal_frame, goal_section, read_profile, restrict, unambiguous_tables)
 from nerbias.reporting.runs import load_run
 from nerbias.study.groups import (CALIBRATION_PREFIX, GAP, group_effect_section, group_level_interval,
                                   group_level_metrics, halving)
 from nerbias.study.names import names_corpus_figures
 from nerbias.study.runs import (CONLL_METRICS, NAME_CORPORA, RACE_GAP_PREFIX, REFERENCE_RACE, Figures, Study,
-                                StudyRun, census_figures, evaluation_labels, find_study)
+                                StudyRun, census_figures, drawable_names, evaluation_labels, find_study)
 from nerbias.reporting.tables import markdown_table
 from nerbias.reporting.group_effects import MIN_NAMES
 from nerbias.reporting.intervals import (COVERS_BOTH, COVERS_NAMES, COVERS_SEEDS, COVERS_THESE_NAMES,
@@ -281,14 +281,21 @@ def corpus_frames(label: str, complete: dict[str, list[StudyRun]], baseline: str
     """One evaluation's summary table (and, with a name ``profile``, the same corpus without its ambiguous
     names): label -> (frame, title or None, whether the baseline is in it). Runs in a worker process."""
     reference = baseline if baseline in complete else None
+    corpus, lower = parse_corpus_label(label)
+    title = None
     if label.startswith("census"):
         figures = census_figures(Study(complete), label, census_boot, seed)
     else:
         tables = {c: NameTable.from_frames([load_run(r.path / "bias" / label).per_name for r in rs])
                   for c, rs in complete.items()}
+        first = next(iter(tables.values()))
+        drawable = drawable_names(first.names, complete)
+        if drawable:  # a list beside the training pool (the census-scale one): only names no run can have seen
+            tables = {c: restrict(table, [n for n in first.names if n not in drawable]) for c, table in tables.items()}
+            title = (f"{corpus_title(corpus, lower)}, on the {len(first.names) - len(drawable)} names no run's name "
+                     f"substitution could draw; the other {len(drawable)} of the list's {len(first.names)} are left out)")
         figures = names_corpus_figures(tables, n_boot, seed, ddof, complete, floor_permutations)
-    out = {label: (summary_frame(figures, complete, reference, confidence, seed), None, reference is not None)}
-    corpus, lower = parse_corpus_label(label)
+    out = {label: (summary_frame(figures, complete, reference, confidence, seed), title, reference is not None)}
     if profile is not None and corpus in NAME_CORPORA:  # the same corpus without its ambiguous names
         kept, dropped = unambiguous_tables(tables, profile, ambiguity)
         title = (f"{corpus_title(corpus, lower)}, without its {len(dropped)} ambiguous names "

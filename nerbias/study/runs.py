@@ -13,12 +13,14 @@ import pandas as pd
 from scipy import sparse
 
 from nerbias.bias import census
-from nerbias.bias.names import load_names
+from nerbias.bias.names import load_names, substitution_pool
+from nerbias.bias.name_pools import SSA_POOLS
 from nerbias.bias.ssa import SEXES, load_ssa
 from nerbias.errors import NerbiasError
 from nerbias.fileio import RESOLVED_CONFIG
 from nerbias.reporting.intervals import Statistic, inflate
 from nerbias.reporting.runs import Run, is_hydra_run, load_run, read_metrics, recorded_run_dir, saved_config, select
+from nerbias.training.augment import substituted_pool
 
 NAME_CORPORA = ("winogender", "insitu")  # the corpora that fill templates with the names of the groups
 REFERENCE_RACE = "White"  # race gaps are the White names' accuracy minus each other race's
@@ -48,6 +50,9 @@ class StudyRun:
     # the kinds of CPU or GPU it trained on, one per change across resumed attempts (metrics.json "platforms";
     # "platform" alone in runs trained before attempts were recorded); empty: not recorded
     platforms: list[dict] = field(default_factory=list)
+    # the pool its name substitution drew from: (source, the name lists it avoids), data dir; None: no substitution
+    pool: tuple[str, list[str | None]] | None = None
+    data_dir: str | None = None
 
 
 @dataclass
@@ -83,7 +88,8 @@ def find_study(sweep_dir: str | Path, condition_key: str = "condition") -> Study
             int(recorded["best_epoch"]) if "best_epoch" in recorded else None,
             int(recorded["epochs"]) if "epochs" in recorded else None,
             str(metrics["code"]["commit"])[:12] if (metrics.get("code") or {}).get("commit") else None,
-            list(metrics.get("platforms") or ([metrics["platform"]] if metrics.get("platform") else []))))
+            list(metrics.get("platforms") or ([metrics["platform"]] if metrics.get("platform") else [])),
+            substituted_pool(select(config, "augment") or {}), select(config, "paths.data_dir")))
     if not runs:
         raise NerbiasError(f"{sweep_dir}: no finished run with a '{condition_key}' in its config")
     for members in runs.values():
@@ -124,6 +130,29 @@ def evaluation_labels(runs: Mapping[str, Sequence[StudyRun]]) -> tuple[list[str]
                                    f"runs have it; rerun the job's command (it resumes and evaluates only what is "
                                    f"missing) or move the job out of the sweep")
     return labels, not_evaluated
+
+
+def drawable_names(names: Sequence[str], runs: Mapping[str, Sequence[StudyRun]]) -> set[str]:
+    """The ``names`` some run's name substitution could have put into training: those of its pool's source
+    (the SSA names, or the pool's file) in the training hash half and outside the lists it avoids
+    (``substitution_pool``: the census benchmark's ``heldout`` rule, so an ambiguous pool counts its whole half).
+    The study compares conditions only on names none of their runs can have seen; Mishra et al.'s names,
+    which every default pool avoids, and name-shaped strings no source holds (the OOV set) are never among them."""
+    drawable: set[str] = set()
+    pools = {(run.pool[0], tuple(run.pool[1]), run.data_dir) for members in runs.values() for run in members if run.pool}
+    for source, exclude, data_dir in sorted(pools, key=str):
+        if source in SSA_POOLS:
+            ssa = Path(data_dir or "data") / "ssa_names"
+            if not ssa.is_dir():
+                raise NerbiasError(f"{ssa}: not found; the study needs the SSA names its runs substituted from "
+                                   "(their paths.data_dir) to score a names list beside their pool")
+            known = {name.lower() for name in load_ssa(ssa, progress=False).names.tolist()}
+        else:
+            known = {line.strip().lower() for line in Path(source).read_text(encoding="utf-8").splitlines()}
+        candidates = [name for name in names if name.lower() in known]
+        excluded = [name for path in exclude for name in load_names(path).names]
+        drawable |= set(substitution_pool(candidates, excluded, "train" if source in SSA_POOLS else None))
+    return drawable
 
 
 @dataclass
@@ -293,4 +322,4 @@ def census_figures(study: Study, label: str, n_boot: int, seed: int) -> dict[str
 
 __all__ = ["CONLL_METRICS", "NAME_CORPORA", "RACE_GAP_PREFIX", "REFERENCE_RACE", "Figures", "Study", "StudyRun",
            "YearlySums", "add_conll_statistics", "census_figures", "drawn_unit_counts",
-           "names_part_replicates", "find_study", "race_gap_metric", "seed_ids"]
+           "names_part_replicates", "drawable_names", "find_study", "race_gap_metric", "seed_ids"]

@@ -85,6 +85,17 @@ def effective_augment_options(section: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
+def substituted_pool(section: Mapping[str, Any]) -> tuple[str, list[str | None]] | None:
+    """The pool a saved ``augment`` section drew names from, as (its source, the name lists it avoids: None
+    in them is the packaged Mishra et al. list), when the run substitutes pool names (``names`` or
+    ``place_names`` above 0); None when it put no pool name into training. Reads both layouts (the pool as
+    a node, and the flat ``name_pool`` / ``pool_exclude`` before it)."""
+    if not any(float(section.get(key) or 0) > 0 for key in ("names", "place_names")):
+        return None
+    values = effective_augment_options(section)
+    return str(values.get("name_pool") or "ssa_train_half"), list(values.get("pool_exclude") or [None])
+
+
 AUGMENT_RULES: dict[str, Rule] = {**{key: PROBABILITY for key in AUGMENT_PROBABILITIES},
                                   "adversarial_context": at_least(0), "mention_mask_following": at_least(1),
                                   "adversarial_context_per_side": BOOLEAN}

@@ -16,17 +16,21 @@ from nerbias.bias import census
 from nerbias.bias.ssa import read_ssa
 from nerbias.errors import NerbiasError
 from nerbias.study.mitigation import find_study, run_study
+from nerbias.study.runs import drawable_names
+from helpers import SHARED_DATA
 
 GROUPS = {"Black Female": ["Aisha", "Ebony"], "White Male": ["Greg", "Todd"], "White Female": ["Emily", "Anne"]}
 SSA = "Aisha,F,30\nEmily,F,20\nAnne,F,5\nGreg,M,25\nJohn,M,10\nTodd,M,3\n"
 
 
 def write_run(root: Path, condition: str, seed: int, recognised: dict[str, int], f1: float,
-              census_labels: dict[str, str] | None = None, ssa: Path | None = None) -> Path:
+              census_labels: dict[str, str] | None = None, ssa: Path | None = None,
+              augment: dict | None = None) -> Path:
     run = root / f"{condition}-seed{seed}"
     run.mkdir(parents=True)
     (run / "config_resolved.yaml").write_text(yaml.safe_dump({"condition": condition, "seed": seed,
-                                                              "paths": {"output_dir": str(run)}}))
+                                                              "paths": {"output_dir": str(run)},
+                                                              **({"augment": augment} if augment else {})}))
     (run / "metrics.json").write_text(json.dumps({"metrics": {"test_f1": f1, "test_lower_f1": f1 / 2,
                                                               "test_recall_LOC": 0.9 + f1 / 10}}))
     rows = [{"name": n, "group": g, "sentences": 10, "recognised": recognised[n],
@@ -386,6 +390,35 @@ def test_conll_location_recall_is_reported_per_condition_over_the_seeds(tmp_path
     assert table.loc[("baseline", "test_recall_LOC"), "value"] == pytest.approx(0.9 + 0.091)
     assert table.loc[("names", "test_recall_LOC"), "diff"] == pytest.approx((0.89 - 0.91) / 10)
     assert "CoNLL LOC recall" in (out / "study.md").read_text()
+
+
+def test_conditions_are_compared_only_on_names_no_run_can_have_substituted(tmp_path):
+    """A names list beside the training pool (the census-scale one): every condition is scored without the
+    names some run's substitution could draw, so a condition never scores names it trained on."""
+    pool = tmp_path / "pool.txt"
+    pool.write_text("Anne\nEbony\nZelda\n")  # Ebony is on Mishra et al.'s list, which the pool avoids
+    substitutes = {"names": 0.5, "name_pool": {"source": str(pool), "exclude": [None]}}
+    sweep = tmp_path / "sweep"
+    for seed in (1, 2):
+        write_run(sweep, "baseline", seed, BASE, 0.9)
+        write_run(sweep, "names", seed, {**BASE, "Anne": 10}, 0.9, augment=substitutes)
+    path = run_study(sweep, tmp_path / "out", n_boot=100, floor_permutations=10)
+    table = read(tmp_path / "out", "winogender")
+    assert table.loc[("names", "White Female"), "value"] == table.loc[("baseline", "White Female"), "value"] == 0.9
+    assert table.loc[("names", "White Female"), "diff"] == 0.0  # Anne, which it trained on, is not scored
+    assert table.loc[("baseline", "Black Female"), "value"] == pytest.approx(0.7)  # Ebony stays
+    assert "on the 5 names no run's name substitution could draw; the other 1 of the list's 6 are left out" in path.read_text()
+    # a pool of the SSA names draws from their training hash half only, never an excluded or unknown name
+    ssa = SHARED_DATA / "ssa_names"
+    if ssa.is_dir():
+        runs = find_study(sweep).runs
+        for run in runs["names"]:
+            run.pool, run.data_dir = ("ssa_train_half", [None]), str(SHARED_DATA)
+        names = ["Mary", "Todd", "Aisha", "Anne", "Emily", "Syedtiastephen"]  # Mary, Todd: held-out half
+        assert drawable_names(names, runs) == {"Aisha", "Anne"}  # Emily: Mishra et al.'s; the last: no SSA name
+        for run in runs["names"]:
+            run.pool = None  # a run that substitutes nothing leaves every name in
+        assert drawable_names(names, runs) == set()
 
 
 def test_study_py_is_aggregate_py_with_study(tmp_path, capsys):
