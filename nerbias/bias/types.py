@@ -69,7 +69,10 @@ def parse_corpus_label(label: str) -> tuple[str, bool]:
 
 CORPUS_TITLES = {"winogender": "Winogender", "insitu": "In-Situ CoNLL-03", "census": "Census",
                  "probes": "Paired probes (person vs place contexts)",
-                 "winogender_oov": "Winogender, OOV name set", "insitu_oov": "In-Situ CoNLL-03, OOV name set"}
+                 "winogender_oov": "Winogender, OOV name set", "insitu_oov": "In-Situ CoNLL-03, OOV name set",
+                 # the census-scale name list (docs/name-groups.md), as the study's jobs hold it: bias/<corpus>_census
+                 "winogender_census": "Winogender, census-scale name list",
+                 "insitu_census": "In-Situ CoNLL-03, census-scale name list"}
 
 
 def corpus_title(corpus: str, lowercase: bool = False) -> str:

@@ -293,7 +293,7 @@ def corpus_frames(label: str, complete: dict[str, list[StudyRun]], baseline: str
         if drawable:  # a list beside the training pool (the census-scale one): only names no run can have seen
             tables = {c: restrict(table, [n for n in first.names if n not in drawable]) for c, table in tables.items()}
             title = (f"{corpus_title(corpus, lower)}, on the {len(first.names) - len(drawable)} names no run's name "
-                     f"substitution could draw; the other {len(drawable)} of the list's {len(first.names)} are left out)")
+                     f"substitution could draw (the other {len(drawable)} of the list's {len(first.names)} are left out)")
         figures = names_corpus_figures(tables, n_boot, seed, ddof, complete, floor_permutations)
     out = {label: (summary_frame(figures, complete, reference, confidence, seed), title, reference is not None)}
     if profile is not None and corpus in NAME_CORPORA:  # the same corpus without its ambiguous names

@@ -407,7 +407,7 @@ def test_conditions_are_compared_only_on_names_no_run_can_have_substituted(tmp_p
     assert table.loc[("names", "White Female"), "value"] == table.loc[("baseline", "White Female"), "value"] == 0.9
     assert table.loc[("names", "White Female"), "diff"] == 0.0  # Anne, which it trained on, is not scored
     assert table.loc[("baseline", "Black Female"), "value"] == pytest.approx(0.7)  # Ebony stays
-    assert "on the 5 names no run's name substitution could draw; the other 1 of the list's 6 are left out" in path.read_text()
+    assert "on the 5 names no run's name substitution could draw (the other 1 of the list's 6 are left out)" in path.read_text()
     # a pool of the SSA names draws from their training hash half only, never an excluded or unknown name
     ssa = SHARED_DATA / "ssa_names"
     if ssa.is_dir():
