@@ -16,7 +16,7 @@ import logging
 import sys
 
 from nerbias.errors import NerbiasError
-from nerbias.study.archive import pack, unpack
+from nerbias.study.archive import is_archive, pack, unpack
 
 
 def kept_by_a_rerun(sweep_dir: str) -> dict[str, bool]:
@@ -32,6 +32,9 @@ def kept_by_a_rerun(sweep_dir: str) -> dict[str, bool]:
     from nerbias.fileio import RESOLVED_CONFIG
     from nerbias.tasks.evaluations import finished_job
 
+    if is_archive(sweep_dir):  # packed files are not what a rerun reads: every job would look unfinished
+        raise NerbiasError(f"{sweep_dir}: a study archive, not a sweep; unpack it into the sweep directory it was "
+                           "packed from (scripts/study_archive.py unpack), then check that")
     register_resolvers()
     configs = str(Path(__file__).resolve().parents[1] / "configs")
     kept = {}

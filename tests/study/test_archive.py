@@ -10,6 +10,7 @@ import shutil
 import pytest
 
 from nerbias.errors import NerbiasError
+from helpers import run_script
 from nerbias.study.archive import CHECKPOINTS, COMPRESS_OVER, MANIFEST, long_labels, pack, unpack, wide_labels
 
 
@@ -148,3 +149,13 @@ def test_unpack_into_the_current_folder_by_a_relative_path(tmp_path, monkeypatch
     assert unpack(tmp_path / "archive", ".", check_origin=False) == ["baseline-seed1"]
     assert (tmp_path / "here" / "baseline-seed1" / "metrics.json").is_file()
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no staging folder left
+
+
+def test_check_refuses_an_archive_which_a_rerun_never_reads(tmp_path):
+    _sweep(tmp_path / "sweep")
+    pack(tmp_path / "sweep", tmp_path / "archive")
+    result = run_script("scripts/study_archive.py", ["check", str(tmp_path / "archive")])
+    assert result.returncode == 2
+    assert result.stderr.strip() == (f"error: {tmp_path / 'archive'}: a study archive, not a sweep; unpack it into the "
+                                     "sweep directory it was packed from (scripts/study_archive.py unpack), then "
+                                     "check that")
