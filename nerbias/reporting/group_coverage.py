@@ -264,9 +264,50 @@ def coverage_table(studies: int = 1000, names: Sequence[int] = (15, 60, 120, 250
     return pd.DataFrame(rows)
 
 
+def contrast_coverage(studies: int = 1000, names: Sequence[int] = (15, 60), seeds: Sequence[int] = (2, 3, 5, 10),
+                      slots: int = SLOTS, seed: int = 0, accuracies: dict[str, np.ndarray] | None = None
+                      ) -> pd.DataFrame:
+    """Simultaneous coverage of each group minus the others (``group_effects.simultaneous_contrasts``, the
+    Bonferroni t over the seeds the reports and the study print): every archived group at once (the real shapes
+    side by side, ``names`` drawn for each), one seed effect shared by the groups of a seed (one model scores
+    them all), and a study counts as covered only when every group's interval holds its these-names truth. Cells
+    where no interval is printed (``group_effects.seed_interval_holds``) are left out."""
+    accuracies = accuracies or archived_accuracies()
+    groups = [g for g in accuracies if g != "OOV"]
+    seed_var = SEED_SD ** 2 + INTERACTION_SD ** 2
+    rows = []
+    for n in names:
+        for s in seeds:
+            if not group_effects.seed_interval_holds(s, n * slots):
+                continue  # no interval is printed there (too few slots a group for a t over the seeds)
+            rng = np.random.default_rng([seed, n, s, 7])
+            per_seed, truths = [], []
+            b = SEED_SD * rng.standard_normal((studies, s, 1))                  # shared by the groups
+            for group in groups:
+                logits = special.logit(np.clip(accuracies[group], 0.002, 0.998))
+                a = logits[rng.integers(0, len(logits), (studies, n))] + JITTER_SD * rng.standard_normal((studies, n))
+                c = INTERACTION_SD * rng.standard_normal((studies, s, n))
+                per_seed.append(rng.binomial(slots, special.expit(a[:, None, :] + b + c)).mean(2) / slots)
+                truths.append(logistic_normal_mean(a, seed_var).mean(1))
+            values = np.stack(per_seed, axis=2)                                   # (studies, seeds, groups)
+            truth = group_effects.minus_others(np.stack(truths, axis=1))          # (studies, groups)
+            covered = np.empty(studies, dtype=bool)
+            widths = np.empty(studies)
+            for i in range(studies):
+                intervals, _ = group_effects.simultaneous_contrasts(values[i], CONFIDENCE, [n * slots] * len(groups))
+                low = np.array([interval.low for interval in intervals])
+                high = np.array([interval.high for interval in intervals])
+                covered[i] = bool(((low <= truth[i]) & (truth[i] <= high)).all())
+                widths[i] = float(np.mean(high - low))
+            rows.append({"figure": "each group minus the others (all groups at once)", "groups": len(groups),
+                         "slots": slots, "names": n, "seeds": s, "studies": studies,
+                         "coverage": float(covered.mean()), "width": float(widths.mean())})
+    return pd.DataFrame(rows)
+
+
 def power_table(differences: Sequence[float] = (0.02, 0.05, 0.10), names: Sequence[int] = (15, 30, 60, 120, 250),
                 seeds: Sequence[int] = (1, 3, 5), studies: int = 400, permutations: int = 200, seed: int = 0,
-                accuracies: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
+                accuracies: dict[str, np.ndarray] | None = None, slots: int = SLOTS) -> pd.DataFrame:
     """Power of the group-effect permutation test (0.05) to tell two groups apart whose names-like-these
     accuracies differ by ``differences``: both of the pooled shape of every archived group (Mishra et al.'s
     120 names), the second shifted on the logit scale."""
@@ -281,12 +322,12 @@ def power_table(differences: Sequence[float] = (0.02, 0.05, 0.10), names: Sequen
             labels = ["first"] * n + ["second"] * n
             for s in seeds:
                 rng = np.random.default_rng([seed, n, s, int(difference * 1000)])
-                first = simulate(pooled, n, s, studies, rng).accuracy.mean(1)      # (studies, names): over seeds
-                second = simulate(pooled - shift, n, s, studies, rng).accuracy.mean(1)
+                first = simulate(pooled, n, s, studies, rng, slots=slots).accuracy.mean(1)  # (studies, names)
+                second = simulate(pooled - shift, n, s, studies, rng, slots=slots).accuracy.mean(1)
                 rejected = sum(group_effects.group_effect_test(np.concatenate([a, b]), labels, permutations,
                                                                seed=i)["p_value"] <= 0.05
                                for i, (a, b) in enumerate(zip(first, second)))
-                rows.append({"difference": difference, "names": n, "seeds": s, "studies": studies,
+                rows.append({"difference": difference, "names": n, "seeds": s, "slots": slots, "studies": studies,
                              "power": rejected / studies})
     return pd.DataFrame(rows)
 
@@ -308,14 +349,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--bootstrap-studies", type=int, default=400,
                         help="studies per cell for the two bootstraps (default %(default)s)")
     parser.add_argument("--power-studies", type=int, default=400, help="0: no power table")
+    parser.add_argument("--power-names", type=int, nargs="+", default=[15, 30, 60, 120, 250], help="names a group "
+                        "in the power table")
+    parser.add_argument("--power-seeds", type=int, nargs="+", default=[1, 3, 5], help="seeds in the power table")
     parser.add_argument("--slots", type=int, default=SLOTS, help="binomial slots per (seed, name) (default: the "
                         "100k Winogender sample's %(default)s; the census-scale list gets 30-88)")
     parser.add_argument("--names", type=int, nargs="+", default=[15, 60, 120, 250], help="names a group")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 3, 5, 10], help="seeds a study")
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    parser.add_argument("--contrasts", action="store_true", help="also the simultaneous coverage of each group "
+                        "minus the others (contrast_coverage.csv; 2 seeds or more)")
     parser.add_argument("-o", "--output-dir", default="group_coverage")
     args = parser.parse_args(argv)
     out = Path(args.output_dir)
-    coverage = coverage_table(args.studies, names=args.names, methods=args.methods,
+    coverage = coverage_table(args.studies, names=args.names, seeds=args.seeds, methods=args.methods,
                               slow_studies=args.bootstrap_studies, slots=args.slots)
     write_csv(out / "group_coverage.csv", coverage)
     wide = coverage.pivot_table(index=["figure", "shape", "method"], columns=["names", "seeds"], values="coverage")
@@ -323,9 +370,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(markdown_table(wide.reset_index(), digits=3))
     print(f"\nsmallest group size at which {KEPT} holds (0.93-0.97) in every shape and seed count: "
           f"{smallest_names_that_hold(coverage)}")
+    if args.contrasts:
+        contrasts = contrast_coverage(args.studies, names=args.names, seeds=[s for s in args.seeds if s > 1],
+                                      slots=args.slots)
+        write_csv(out / "contrast_coverage.csv", contrasts)
+        print()
+        print(markdown_table(contrasts, digits=3))
     if not args.power_studies:
         return 0
-    power = power_table(studies=args.power_studies)
+    power = power_table(names=args.power_names, seeds=args.power_seeds, studies=args.power_studies, slots=args.slots)
     write_csv(out / "group_power.csv", power)
     table = power.pivot_table(index=["difference", "seeds"], columns="names", values="power")
     table.columns = [f"{n} names" for n in table.columns]

@@ -20,6 +20,13 @@ A difference of one group (condition - baseline on the same names, seed i agains
 the others) is printed for these names only (a t over the seeds' differences): no names-like-these interval
 of a difference held in every simulated shape.
 
+**Enough seeds and slots** (``seed_interval_holds``): a t over the seeds needs the group's values to be near
+normal across seeds. With 2 seeds near the ceiling they are not: the names-like-these interval covers 0.87-0.89
+for 250-1,000 near-ceiling names, so it is printed from 1 seed or from 3 and more, never from 2. With few slots
+a group (few names, few slots a name, as the census-scale list's small groups have: 6 names x 30 In-Situ slots)
+a seed's value is lumpy, and the seeds t covers 0.52-0.89: it is printed only from ``MIN_GROUP_SLOTS`` slots a
+seed (10,000 with 2 seeds, 2,000 with 3 or more; docs/group-statistics.md, "Few slots").
+
 **Is there a group effect?** ``group_effect_test``: names permuted across groups (sizes kept; each name
 carries all its seeds), statistic the between-group sum of squares of the name accuracies; H0 says the
 group labels are exchangeable among the names, so the p is exact whatever the shape of the groups. Where
@@ -66,6 +73,18 @@ class GroupInterval:
     @property
     def estimand(self) -> str:
         return ESTIMANDS[self.covers]
+
+
+# seeds -> the slots a group needs in every seed for a t over the seeds to hold (3: three seeds or more)
+MIN_GROUP_SLOTS = {2: 10_000, 3: 2_000}
+
+
+def seed_interval_holds(seeds: int, slots: float | None) -> bool:
+    """Whether a t over ``seeds`` seeds of a group figure resting on ``slots`` slots a seed (the fewest any seed
+    gave; None: not known, as for a figure that is no count) is one the simulation shows to hold."""
+    if seeds < 2:
+        return False
+    return slots is None or slots >= MIN_GROUP_SLOTS[min(seeds, 3)]
 
 
 def _t_interval(value: float, variance: float, df: float, confidence: float, covers: str) -> GroupInterval:
@@ -120,11 +139,13 @@ def names_seeds_variance(values: np.ndarray) -> tuple[float, float]:
     return sum(term for term, _ in terms), satterthwaite(terms)
 
 
-def these_names_interval(per_seed: np.ndarray, confidence: float, value: float | None = None) -> GroupInterval:
-    """t interval over the seeds of a figure computed on fixed names (``value``: the point, default the mean)."""
+def these_names_interval(per_seed: np.ndarray, confidence: float, value: float | None = None,
+                         slots: float | None = None) -> GroupInterval:
+    """t interval over the seeds of a figure computed on fixed names (``value``: the point, default the mean);
+    none from one seed, or where ``slots`` (the fewest a seed gave the names) are too few (``seed_interval_holds``)."""
     per_seed = np.asarray(per_seed, dtype=np.float64)
     point = float(per_seed.mean()) if value is None else float(value)
-    if len(per_seed) < 2:
+    if not seed_interval_holds(len(per_seed), slots):
         return GroupInterval(point, float("nan"), float("nan"), NONE)
     return _t_interval(point, float(per_seed.var(ddof=1) / len(per_seed)), len(per_seed) - 1, confidence,
                        COVERS_SEEDS)
@@ -147,18 +168,19 @@ def names_like_these_interval(values: np.ndarray, confidence: float, value: floa
 
 
 def group_interval(values: np.ndarray, confidence: float, value: float | None = None,
-                   min_names: int = MIN_NAMES) -> GroupInterval:
+                   min_names: int = MIN_NAMES, slots: float | None = None) -> GroupInterval:
     """The interval a report prints for one group's accuracy from its (seeds x names) table: names like these
-    for a group of ``min_names`` names or more whose accuracy is at least ``MIN_ACCURACY``, these names (seeds
-    only) otherwise, none from one seed."""
+    for a group of ``min_names`` names or more whose accuracy is at least ``MIN_ACCURACY``, from 1 seed or 3 and
+    more; these names (seeds only) otherwise, where ``slots`` (the fewest a seed gave the group) are enough
+    (``seed_interval_holds``); else none."""
     values = np.asarray(values, dtype=np.float64)
     values = values[:, np.isfinite(values).all(0)]  # a name with no slots in some seed has no accuracy there
     point = float(values.mean()) if value is None else float(value)
-    if values.shape[1] >= min_names and point >= MIN_ACCURACY:
+    if values.shape[1] >= min_names and point >= MIN_ACCURACY and values.shape[0] != 2:
         interval = names_like_these_interval(values, confidence, point)
         if interval.covers != NONE:
             return interval
-    interval = these_names_interval(values.mean(1), confidence, point)
+    interval = these_names_interval(values.mean(1), confidence, point, slots)
     return dataclasses.replace(interval, low=max(interval.low, 0.0), high=min(interval.high, 1.0))  # an accuracy
 
 
@@ -196,30 +218,49 @@ def group_effect_test(name_values: np.ndarray, groups: Sequence[str], n_permutat
             "names": len(values)}
 
 
-def group_contrasts(values: np.ndarray, members: Mapping[str, np.ndarray], confidence: float) -> pd.DataFrame:
-    """Each group's accuracy minus the mean of the other groups' (each group weighted equally), with intervals
-    simultaneous over the groups (Bonferroni) for these names: a t over the seeds' contrasts (2 seeds or more;
-    none from one seed). No names-like-these interval of a difference held in every simulated shape."""
+def minus_others(per_seed: np.ndarray) -> np.ndarray:
+    """(seeds, groups) -> (seeds, groups): each group's value minus the mean of the other groups' (each group
+    weighted equally), per seed."""
+    per_seed = np.asarray(per_seed, dtype=np.float64)
+    count = per_seed.shape[1]
+    return per_seed * count / (count - 1) - per_seed.sum(1, keepdims=True) / (count - 1)
+
+
+def simultaneous_contrasts(per_seed: np.ndarray, confidence: float, slots: Sequence[float | None] | None = None
+                           ) -> tuple[list[GroupInterval], float]:
+    """Each group minus the others (``minus_others``) from a (seeds, groups) table of the groups' figures, each
+    with a t interval over the seeds at the Bonferroni level over the groups (returned beside them), so that
+    all hold together at ``confidence``: for these names. None from one seed, nor for a group with too few
+    ``slots`` a seed (``seed_interval_holds``; one value a group, None: not known)."""
+    per_seed = np.asarray(per_seed, dtype=np.float64)
+    if per_seed.shape[1] < 2:
+        raise NerbiasError("group contrasts need at least two groups")
+    level = 1 - (1 - confidence) / per_seed.shape[1]
+    slots = list(slots) if slots is not None else [None] * per_seed.shape[1]
+    return [these_names_interval(column, level, slots=group_slots)
+            for column, group_slots in zip(minus_others(per_seed).T, slots)], level
+
+
+def group_contrasts(values: np.ndarray, members: Mapping[str, np.ndarray], confidence: float,
+                    slots: Mapping[str, float] | None = None) -> pd.DataFrame:
+    """Each group's accuracy (the mean of its names') minus the mean of the other groups', with intervals
+    simultaneous over the groups (``simultaneous_contrasts``; ``slots``: the fewest a seed gave each group) for
+    these names. No names-like-these interval of a difference held in every simulated shape."""
     values = np.asarray(values, dtype=np.float64)                       # (seeds, names)
     labels = list(members)
-    count = len(labels)
-    if count < 2:
+    if len(labels) < 2:
         raise NerbiasError("group contrasts need at least two groups")
-    level = 1 - (1 - confidence) / count
     per_seed = np.column_stack([np.nanmean(values[:, members[g]], axis=1) for g in labels])  # (seeds, groups)
-    rows = []
-    for index, group in enumerate(labels):
-        weights = np.full(count, -1.0 / (count - 1))
-        weights[index] = 1.0
-        contrast = per_seed @ weights                                   # (seeds,)
-        interval = these_names_interval(contrast, level)
-        rows.append({"group": group, "names": len(members[group]), "seeds": values.shape[0],
-                     "minus_others": interval.value, "ci_low": interval.low, "ci_high": interval.high,
-                     "estimand": interval.estimand,
-                     "simultaneous_level": level if interval.covers != NONE else float("nan")})
-    return pd.DataFrame(rows)
+    intervals, level = simultaneous_contrasts(per_seed, confidence, [(slots or {}).get(g) for g in labels])
+    return pd.DataFrame([{"group": group, "names": len(members[group]), "seeds": values.shape[0],
+                          "minus_others": interval.value, "ci_low": interval.low, "ci_high": interval.high,
+                          "estimand": interval.estimand,
+                          "simultaneous_level": level if interval.covers != NONE else float("nan")}
+                         for group, interval in zip(labels, intervals)])
 
 
-__all__ = ["ESTIMANDS", "GroupInterval", "MIN_ACCURACY", "MIN_NAMES", "NONE", "accuracy_table", "crossed_variance",
-           "group_contrasts", "group_effect_test", "group_interval", "names_like_these_interval",
-           "names_seeds_variance", "satterthwaite", "these_names_interval"]
+__all__ = ["ESTIMANDS", "GroupInterval", "MIN_ACCURACY", "MIN_GROUP_SLOTS", "MIN_NAMES", "NONE", "accuracy_table",
+           "crossed_variance",
+           "group_contrasts", "group_effect_test", "group_interval", "minus_others", "names_like_these_interval",
+           "names_seeds_variance", "satterthwaite", "seed_interval_holds", "simultaneous_contrasts",
+           "these_names_interval"]

@@ -80,6 +80,8 @@ class Statistic:
     bounds: tuple[float, float] | None = None   # the figure's range (accuracies: 0 to 1); replicates stay in it
     # (seeds x names) per-name values of a figure of one group, for reporting.group_effects' intervals
     name_values: np.ndarray | None = None
+    # the fewest slots (sentences) any seed gave its names: whether a t over the seeds holds (group_effects)
+    slots: float | None = None
 
     @property
     def covers(self) -> str:
@@ -140,7 +142,8 @@ def ratio_statistic(rec: np.ndarray, sen: np.ndarray, idx: np.ndarray, drawn: np
     resampled = (drawn.sum(rec) / drawn.sum(sen)).mean(0)   # (B,): every seed on the drawn names
     with np.errstate(invalid="ignore", divide="ignore"):
         name_values = rec[:, idx] / sen[:, idx]
-    return Statistic(point, seeds, per_seed, inflate(point, resampled, names), names, bounds, name_values)
+    return Statistic(point, seeds, per_seed, inflate(point, resampled, names), names, bounds, name_values,
+                     float(sen[:, idx].sum(1).min()))
 
 
 class SeedNoise:

@@ -31,7 +31,7 @@ from nerbias.loggers import NullLogger
 from nerbias.reporting.ambiguity import (
     ambiguity_by_group, ambiguity_regression, census_ambiguity, census_gap_split, has_profile, pooled_names,
 )
-from nerbias.reporting.group_effects import MIN_NAMES, group_contrasts, group_effect_test
+from nerbias.reporting.group_effects import MIN_GROUP_SLOTS, MIN_NAMES, group_contrasts, group_effect_test
 from nerbias.reporting.figures import (
     checkpoint_name_vectors, plot_census_bands, plot_census_gap, plot_ecdf_grid, plot_group_accuracy, plot_name_tsne,
 )
@@ -114,10 +114,11 @@ def calibration_by_group(table: NameTable, **kw) -> pd.DataFrame | None:
 
 def group_interval_rule(confidence: float) -> str:
     return (f"{confidence:.0%} intervals; **names like these** (a t on log(1 - accuracy), names part + seeds "
-            f"part; reporting/group_effects.py) for a group of at least {MIN_NAMES} names, **these names** (a t "
-            "over the training seeds) for a smaller one, none from one seed: below that size a group whose accuracy "
-            "hangs on one or two rare low names is covered far below 95 % by every interval tried "
-            "(docs/group-statistics.md). The `estimand` column says which.")
+            f"part; reporting/group_effects.py) for a group of at least {MIN_NAMES} names from 1 seed or from 3 and "
+            "more, **these names** (a t over the training seeds) otherwise where the group has the slots a seed "
+            f"the t needs ({MIN_GROUP_SLOTS[2]:,} with 2 seeds, {MIN_GROUP_SLOTS[3]:,} with 3 or more), none "
+            "else: below those sizes a group whose accuracy hangs on one or two rare low names, or a few names' "
+            "lumpy counts, is covered far below 95 % (docs/group-statistics.md). The `estimand` column says which.")
 
 
 def group_effect_section(section: Section, table: NameTable, out_dir: Path, options: ReportOptions) -> None:
@@ -138,8 +139,10 @@ def group_effect_section(section: Section, table: NameTable, out_dir: Path, opti
         f"names permuted across groups with sizes kept, {effect['permutations']} permutations). H0 is that the "
         "group labels are exchangeable among the names, so the p holds whatever the shape of the groups.", "",
         "Each group's accuracy minus the mean of the other groups', intervals simultaneous over the groups "
-        "(Bonferroni, for these names: a t over the seeds; none from one seed):", ""]
-    section.add_table("group_contrasts", group_contrasts(accuracy, members, options.confidence), out_dir)
+        "(Bonferroni, for these names: a t over the seeds; none from one seed, nor where a group has too few "
+        "slots a seed for the t to hold, docs/group-statistics.md):", ""]
+    slots = {g: float(np.nansum(table.sentences[:, idx], axis=1).min()) for g, idx in members.items()}
+    section.add_table("group_contrasts", group_contrasts(accuracy, members, options.confidence, slots), out_dir)
 
 
 def names_section(runs: Sequence[Run], names: NameList, out_dir: Path, options: ReportOptions) -> Section:

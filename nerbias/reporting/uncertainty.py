@@ -252,8 +252,9 @@ def bootstrap_group_accuracy(table: NameTable, by: str = "group", n_boot: int = 
         sizes.append(len(members))
         point[g] = (rec[:, members].sum(1) / sen[:, members].sum(1)).mean()
         values = group_effects.accuracy_table(rec[:, members], sen[:, members])
-        group_intervals.append(group_effects.group_interval(values, confidence, point[g]) if accuracy else
-                               group_effects.these_names_interval(values.mean(1), confidence, point[g]))
+        slots = float(sen[:, members].sum(1).min())   # the fewest slots a seed gave the group
+        group_intervals.append(group_effects.group_interval(values, confidence, point[g], slots=slots) if accuracy
+                               else group_effects.these_names_interval(values.mean(1), confidence, point[g], slots))
         drawn = _name_draws(rng, members, n_boot)  # (B, n)
         drawn_all, members_all = drawn_all + [drawn], members_all + [members]
         if noise is None:  # p_c on the drawn names: slots-weighted, so recognised / slots of the draw

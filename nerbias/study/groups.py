@@ -16,15 +16,17 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from nerbias.reporting.group_effects import MIN_ACCURACY, MIN_NAMES, NONE, names_like_these_interval
-from nerbias.reporting.intervals import (COVERS_BOTH, COVERS_NAMES, COVERS_THESE_NAMES, ONE_SEED, Interval, Statistic,
-                                         seed_only_interval)
+from nerbias.reporting.group_effects import (MIN_ACCURACY, MIN_NAMES, NONE, minus_others, names_like_these_interval,
+                                             seed_interval_holds, simultaneous_contrasts)
+from nerbias.reporting.intervals import (COVERS_BOTH, COVERS_NAMES, COVERS_THESE_NAMES, NO_INTERVAL, ONE_SEED, Interval,
+                                         Statistic, seed_only_interval)
 from nerbias.study.place_names import GOAL
 from nerbias.study.runs import RACE_GAP_PREFIX, Figures
 from nerbias.reporting.tables import markdown_table
 
 GAP = "best_worst_gap"
 CALIBRATION_PREFIX = "calibration: "
+CONTRAST_PREFIX = "minus the others: "
 GROUP_EFFECT_PERMUTATIONS = 10000
 
 
@@ -38,26 +40,45 @@ def group_level_metrics(figures: Figures) -> set[str]:
 def group_level_interval(first: Statistic, confidence: float, base: Statistic | None = None,
                          accuracy: bool = False) -> Interval:
     """A group's ``accuracy`` for names like these when it rests on at least ``MIN_NAMES`` names and is at least
-    ``MIN_ACCURACY`` (``group_effects.names_like_these_interval``); every other figure of one group, and every
-    difference (``first - base``), for these names: a t over the seeds, paired when the seeds match. None from
-    one seed where names like these do not apply."""
+    ``MIN_ACCURACY``, from 1 seed or 3 and more (``group_effects.names_like_these_interval``); every other figure
+    of one group, and every difference (``first - base``), for these names: a t over the seeds, paired when the
+    seeds match, where the group has the slots a seed that it needs (``group_effects.seed_interval_holds``).
+    None from one seed where names like these do not apply; none where the slots are too few."""
     value = first.point - (base.point if base is not None else 0.0)
     if accuracy and base is None and first.name_values is not None and first.names >= MIN_NAMES \
-            and first.point >= MIN_ACCURACY:
+            and first.point >= MIN_ACCURACY and len(first.seeds) != 2:
         named = first.name_values[:, np.isfinite(first.name_values).all(0)]  # names with slots in every seed
         interval = names_like_these_interval(named, confidence, value)
         if named.shape[1] >= MIN_NAMES and interval.covers != NONE:
             return Interval(value, interval.low, interval.high, COVERS_BOTH if len(first.seeds) > 1 else COVERS_NAMES)
     if len(first.seeds) < 2 or (base is not None and len(base.seeds) < 2):
         return Interval(value, float("nan"), float("nan"), ONE_SEED)
+    slots = [s.slots for s in (first, base) if s is not None and s.slots is not None]
+    if not seed_interval_holds(min(len(first.seeds), len(base.seeds) if base is not None else len(first.seeds)),
+                               min(slots) if slots else None):
+        return Interval(value, float("nan"), float("nan"), NO_INTERVAL)
     return dataclasses.replace(seed_only_interval(first, confidence, base=base), covers=COVERS_THESE_NAMES)
 
 
 def _contrasts(figures: Figures) -> np.ndarray:
     """(seeds, groups): each group's accuracy minus the mean of the other groups', per seed."""
-    per_seed = np.column_stack([figures.statistics[g].seed_values for g in figures.groups])
-    count = len(figures.groups)
-    return per_seed * count / (count - 1) - per_seed.sum(1, keepdims=True) / (count - 1)
+    return minus_others(np.column_stack([figures.statistics[g].seed_values for g in figures.groups]))
+
+
+def contrast_rows(figures: Figures, confidence: float) -> list[dict[str, Any]]:
+    """The summary rows ``minus the others: <group>`` of one condition: each group minus the mean of the other
+    groups, intervals simultaneous over the groups (Bonferroni; these names, a t over the seeds; none from one
+    seed): the inference on group differences that replaces the best - worst gap's."""
+    if len(figures.groups) < 2:
+        return []
+    intervals, level = simultaneous_contrasts(
+        np.column_stack([figures.statistics[g].seed_values for g in figures.groups]), confidence,
+        [figures.statistics[g].slots for g in figures.groups])
+    return [{"metric": CONTRAST_PREFIX + group, "value": interval.value, "ci_low": interval.low,
+             "ci_high": interval.high, "ci_covers": (COVERS_THESE_NAMES if interval.covers != NONE else
+                                                     ONE_SEED if len(figures.statistics[group].seeds) < 2 else
+                                                     NO_INTERVAL),
+             "simultaneous_level": level} for group, interval in zip(figures.groups, intervals)]
 
 
 def halving(ours: Figures, theirs: Figures, confidence: float) -> dict[str, Any]:
@@ -99,5 +120,5 @@ def group_effect_section(frames: dict[str, pd.DataFrame]) -> list[str]:
             markdown_table(table), ""]
 
 
-__all__ = ["CALIBRATION_PREFIX", "GAP", "GROUP_EFFECT_PERMUTATIONS", "group_effect_section", "group_level_interval",
-           "group_level_metrics", "halving"]
+__all__ = ["CALIBRATION_PREFIX", "CONTRAST_PREFIX", "GAP", "GROUP_EFFECT_PERMUTATIONS", "contrast_rows",
+           "group_effect_section", "group_level_interval", "group_level_metrics", "halving"]

@@ -47,13 +47,13 @@ from nerbias.study.debias_table import diagnostics_section
 from nerbias.study.place_names import (PLACE_RECALL, UNAMBIGUOUS_SUFFIX, WATCHED_NAMES, WATCHED_PREFIX,
                                        goal_frame, goal_section, read_profile, restrict, unambiguous_tables)
 from nerbias.reporting.runs import load_run
-from nerbias.study.groups import (CALIBRATION_PREFIX, GAP, group_effect_section, group_level_interval,
-                                  group_level_metrics, halving)
+from nerbias.study.groups import (CALIBRATION_PREFIX, CONTRAST_PREFIX, GAP, contrast_rows, group_effect_section,
+                                  group_level_interval, group_level_metrics, halving)
 from nerbias.study.names import names_corpus_figures
 from nerbias.study.runs import (CONLL_METRICS, NAME_CORPORA, RACE_GAP_PREFIX, REFERENCE_RACE, Figures, Study,
                                 StudyRun, census_figures, drawable_names, evaluation_labels, find_study)
 from nerbias.reporting.tables import markdown_table
-from nerbias.reporting.group_effects import MIN_NAMES
+from nerbias.reporting.group_effects import MIN_GROUP_SLOTS, MIN_NAMES
 from nerbias.reporting.intervals import (COVERS_BOTH, COVERS_NAMES, COVERS_SEEDS, COVERS_THESE_NAMES,
                                          MONTE_CARLO_LEVEL, NO_INTERVAL, ONE_SEED, Interval,
                                          SeedNoise, difference_covers, difference_replicates, gap_interval,
@@ -127,6 +127,7 @@ def summary_frame(figures: dict[str, Figures], runs: dict[str, list[StudyRun]], 
             if base is not None and condition != baseline:
                 row.update(_difference(metric, condition, baseline, figures, gaps, noise, confidence, group_level))
             rows.append(row)
+        rows += [{"condition": condition, "seeds": seeds, **row} for row in contrast_rows(fig, confidence)]
     return pd.DataFrame(rows)
 
 
@@ -224,11 +225,18 @@ def corpus_section(frame: pd.DataFrame, title: str, baseline: str | None) -> lis
     summary = [m for m in SUMMARY_COLUMNS if m in set(frame["metric"])]
     calibration = [m for m in dict.fromkeys(frame["metric"]) if m.startswith(CALIBRATION_PREFIX)]
     race_gaps = [m for m in dict.fromkeys(frame["metric"]) if m.startswith(RACE_GAP_PREFIX)]
+    contrasts = [m for m in dict.fromkeys(frame["metric"]) if m.startswith(CONTRAST_PREFIX)]
     groups = [m for m in dict.fromkeys(frame["metric"]) if m not in SUMMARY_COLUMNS and m not in ("Female", "Male")
-              and m not in calibration and m not in race_gaps]
+              and m not in calibration and m not in race_gaps and m not in contrasts]
     lines = [f"## {title}", "", markdown_table(display_table(frame, summary, titles=SUMMARY_COLUMNS)), ""]
     if groups and len(groups) > 1:
         lines += ["Accuracy per group:", "", markdown_table(display_table(frame, groups)), ""]
+    if contrasts:
+        titles = {m: m[len(CONTRAST_PREFIX):] for m in contrasts}
+        lines += ["Each group minus the mean of the other groups (intervals simultaneous over the groups, "
+                  "Bonferroni: for these names, a t over the seeds; an interval clear of 0 is a group difference "
+                  "of these names, not of names like these):", "",
+                  markdown_table(display_table(frame, contrasts, titles=titles)), ""]
     if race_gaps:
         lines += [f"{REFERENCE_RACE} names' accuracy minus each race's (both genders pooled; the papers' claims below):",
                   "", markdown_table(display_table(frame, race_gaps)), ""]
@@ -346,10 +354,13 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
              "the seed has none (1 seed). Figures of one group (a group's accuracy and calibration, White - each "
              "race, their differences from the baseline; nerbias/reporting/group_effects.py): a group's accuracy "
              f"for *names like these* (a t on log(1 - accuracy), names + seeds) only from {MIN_NAMES} names a "
-             "group, every other such figure for *these names* (a t over the seeds, marked (these names)): with "
-             "15 names a group an accuracy that hangs on one or two rare low names (names that are also places) "
-             "is covered far below 95 % by every interval tried, and no names-like-these interval of a difference "
-             "held in every shape (docs/group-statistics.md). The best - worst gap, its difference and its ratio to the baseline "
+             "group and 1 or 3+ seeds, every other such figure for *these names* (a t over the seeds, marked (these "
+             f"names)) where the group has the slots a seed the t needs ({MIN_GROUP_SLOTS[2]:,} with 2 seeds, "
+             f"{MIN_GROUP_SLOTS[3]:,} with 3 or more; else no interval): with 15 names a group an accuracy that hangs "
+             "on one or two rare low names (names that are also places) is covered far below 95 % by every interval "
+             "tried, no names-like-these interval of a difference held in every shape, and few slots make a seed's "
+             "value too lumpy for a t (docs/group-statistics.md). Each group minus the others carries intervals "
+             "simultaneous over the groups (Bonferroni). The best - worst gap, its difference and its ratio to the baseline "
              "have no interval (a max - min, whose bootstrap is not consistent); the gap is bias-corrected (2 x gap "
              f"- bootstrap mean) and shown with its noise floor (mean / 95th percentile of the gap with names "
              f"permuted across groups, {floor_permutations} permutations) and the group-effect p below.", ""]

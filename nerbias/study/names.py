@@ -22,8 +22,10 @@ from nerbias.reporting.uncertainty import NameTable, split_group
 def _between(first: Statistic, second: Statistic, size: int) -> Statistic:
     """``first - second`` of two name pools of one condition: per seed, and per replicate (the pools' names
     are drawn independently, so the replicates' difference has the pools' summed variance)."""
+    slots = [s.slots for s in (first, second) if s.slots is not None]
     return Statistic(first.point - second.point, first.seeds, first.seed_values - second.seed_values,
-                     first.name_replicates - second.name_replicates, size, (-1.0, 1.0))
+                     first.name_replicates - second.name_replicates, size, (-1.0, 1.0),
+                     slots=min(slots) if slots else None)
 
 
 def _name_statistics(table: NameTable, members: dict[str, np.ndarray], draws: dict[str, DrawnNames],

@@ -31,12 +31,13 @@ def name_list(per_group_names: int = 6) -> NameList:
     return NameList(names, group_of, "Zzoov", race_of, gender_of)
 
 
-def per_name_frame(names: NameList, seed: int = 0, shift: float = 0.0, spread: float = 0.08) -> pd.DataFrame:
+def per_name_frame(names: NameList, seed: int = 0, shift: float = 0.0, spread: float = 0.08,
+                   slots: tuple[int, int] = (200, 400)) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     rows = []
     for name in names.names:
         group = names.group_of[name]
-        sentences = int(rng.integers(200, 400))
+        sentences = int(rng.integers(*slots))
         accuracy = float(np.clip(GROUPS.get(group, 0.6) + shift + rng.normal(0, spread), 0, 1))
         recognised = int(round(accuracy * sentences))
         rows.append({"name": name, "group": group, "sentences": sentences, "recognised": recognised,
@@ -91,7 +92,10 @@ def test_a_small_group_gets_a_seed_interval_or_none(names):
     groups = one[one["group"] != "ALL"]
     assert groups["ci_low"].isna().all() and (groups["estimand"] == "none").all()  # 6 names, one seed: none
     assert one.set_index("group").loc["ALL", "ci_low"] < one.set_index("group").loc["ALL", "accuracy"]  # pooled: kept
-    shifted = [per_name_frame(names, seed=5, shift=s) for s in (-0.04, 0.0, 0.05)]
+    few = NameTable.from_frames([per_name_frame(names, seed=5, shift=s) for s in (-0.04, 0.0, 0.05)], names)
+    thin = bootstrap_group_accuracy(few, n_boot=200, seed=0).table().set_index("group")
+    assert (thin.loc[list(GROUPS), "estimand"] == "none").all()  # 6 names x 200-400 slots: under 2,000 a seed
+    shifted = [per_name_frame(names, seed=5, shift=s, slots=(400, 800)) for s in (-0.04, 0.0, 0.05)]
     table = NameTable.from_frames(shifted, names)
     three = bootstrap_group_accuracy(table, n_boot=200, seed=0).table().set_index("group")
     for group in GROUPS:  # these names: the t interval over the seeds' group accuracies

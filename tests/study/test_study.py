@@ -19,6 +19,7 @@ from nerbias.study.mitigation import find_study, run_study
 from nerbias.study.runs import drawable_names
 from helpers import SHARED_DATA
 
+SLOTS = 600
 GROUPS = {"Black Female": ["Aisha", "Ebony"], "White Male": ["Greg", "Todd"], "White Female": ["Emily", "Anne"]}
 SSA = "Aisha,F,30\nEmily,F,20\nAnne,F,5\nGreg,M,25\nJohn,M,10\nTodd,M,3\n"
 
@@ -33,10 +34,13 @@ def write_run(root: Path, condition: str, seed: int, recognised: dict[str, int],
                                                               **({"augment": augment} if augment else {})}))
     (run / "metrics.json").write_text(json.dumps({"metrics": {"test_f1": f1, "test_lower_f1": f1 / 2,
                                                               "test_recall_LOC": 0.9 + f1 / 10}}))
-    rows = [{"name": n, "group": g, "sentences": 10, "recognised": recognised[n],
+    # SLOTS slots a name for each "recognised of 10": a group's 2 names then give a t over 2 seeds the 10,000
+    # slots a seed it needs (reporting.group_effects.seed_interval_holds)
+    rows = [{"name": n, "group": g, "sentences": 10 * SLOTS, "recognised": recognised[n] * SLOTS,
              "accuracy": recognised[n] / 10, "conf_median": recognised[n] / 10}
             for g, names in GROUPS.items() for n in names]
-    rows.append({"name": "Syedtiastephen", "group": "OOV", "sentences": 10, "recognised": recognised.get("OOV", 5),
+    rows.append({"name": "Syedtiastephen", "group": "OOV", "sentences": 10 * SLOTS,
+                 "recognised": recognised.get("OOV", 5) * SLOTS,
                  "accuracy": recognised.get("OOV", 5) / 10, "conf_median": 0.5})
     bias = run / "bias" / "winogender"
     bias.mkdir(parents=True)
@@ -105,6 +109,14 @@ def test_point_values_are_the_papers_statistics_averaged_over_seeds(tmp_path):
     assert table.loc[("baseline", "best_worst_gap"), "ci_covers"] == "none"
     assert table.loc[("baseline", "ALL"), "ci_covers"] == "names+seeds"
     assert table.loc[("baseline", "test_f1"), "ci_covers"] == "seeds"
+    # in place of the gap's interval: each group minus the others, simultaneous over the 3 groups (Bonferroni)
+    per_seed = np.array([[14 / 20, 1.0, 16 / 20], [16 / 20, 1.0, 16 / 20]])   # Black F, White M, White F
+    contrast = per_seed[:, 0] - per_seed[:, 1:].mean(1)
+    row = table.loc[("baseline", "minus the others: Black Female")]
+    half = stats.t.ppf(1 - 0.05 / 3 / 2, 1) * contrast.std(ddof=1) / np.sqrt(2)
+    assert (row["value"], row["ci_low"], row["ci_high"]) == pytest.approx((contrast.mean(), contrast.mean() - half,
+                                                                          contrast.mean() + half))
+    assert row["ci_covers"] == "these names (seeds)" and row["simultaneous_level"] == pytest.approx(1 - 0.05 / 3)
 
 
 def test_differences_are_paired_on_the_names(tmp_path):
@@ -130,6 +142,7 @@ def test_differences_are_paired_on_the_names(tmp_path):
     assert np.isnan(gap["diff_low"]) and np.isnan(gap["ratio_low"])  # no interval for a gap's change or ratio
     text = path.read_text()
     assert "## Winogender" in text and "Difference from `baseline`" in text and "## Claims" in text
+    assert "Each group minus the mean of the other groups (intervals simultaneous over the groups" in text
     assert "0.000 (no spread)" in text and "[0.000, 0.000]" not in text  # never a zero-width interval
 
 
