@@ -125,6 +125,16 @@ AMBIGUITY_RULES: dict[str, Rule] = {
 AMBIGUOUS_POOLS = ("ambiguous", "ambiguous_train")
 
 
+def saved_name_pool(section: Mapping[str, Any]) -> tuple[str, list[str | None], Any]:
+    """The name pool a saved ``augment`` section configures, as (source, the name lists it avoids: None in them
+    is the packaged Mishra et al. list, its ambiguity rule or None), from either layout: the pool as a node
+    (``augment.name_pool.{source,exclude,ambiguity}``, 2026-12-06 on) or the flat keys before it."""
+    pool = section.get("name_pool")
+    if isinstance(pool, Mapping):
+        return str(pool.get("source", "ssa_train_half")), list(pool.get("exclude") or [None]), pool.get("ambiguity")
+    return str(pool or "ssa_train_half"), list(section.get("pool_exclude") or [None]), section.get("ambiguity")
+
+
 @dataclass(frozen=True)
 class AmbiguityRule:
     """When a name counts as ambiguous (see the module docstring); the default: typed LOC, ORG or MISC
@@ -182,5 +192,6 @@ def ambiguous_tokens(tokens: Sequence[str], sentences: Sequence[Sentence],
     return [token for token in tokens if is_ambiguous(profile_row(token, exact, lower), rule)]
 
 
-__all__ = ["TOKEN_TYPES", "NOT_PERSON_TYPES", "PLACE_KINDS", "AmbiguityRule", "conll_type_counts", "place_names",
-           "place_kinds", "is_place", "profile_row", "typed_count", "is_ambiguous", "ambiguous_tokens"]
+__all__ = ["AMBIGUOUS_POOLS", "NOT_PERSON_TYPES", "PLACE_KINDS", "TOKEN_TYPES", "AmbiguityRule", "ambiguous_tokens",
+           "conll_type_counts", "is_ambiguous", "is_place", "place_kinds", "place_names", "profile_row",
+           "saved_name_pool", "typed_count"]

@@ -15,12 +15,12 @@ from scipy import sparse
 from nerbias.bias import census
 from nerbias.bias.names import load_names, substitution_pool
 from nerbias.bias.name_pools import SSA_POOLS
+from nerbias.data.ambiguity import saved_name_pool
 from nerbias.bias.ssa import SEXES, load_ssa
 from nerbias.errors import NerbiasError
 from nerbias.fileio import RESOLVED_CONFIG
 from nerbias.reporting.intervals import Statistic, inflate
 from nerbias.reporting.runs import Run, is_hydra_run, load_run, read_metrics, recorded_run_dir, saved_config, select
-from nerbias.training.augment import substituted_pool
 
 NAME_CORPORA = ("winogender", "insitu")  # the corpora that fill templates with the names of the groups
 REFERENCE_RACE = "White"  # race gaps are the White names' accuracy minus each other race's
@@ -130,6 +130,15 @@ def evaluation_labels(runs: Mapping[str, Sequence[StudyRun]]) -> tuple[list[str]
                                    f"runs have it; rerun the job's command (it resumes and evaluates only what is "
                                    f"missing) or move the job out of the sweep")
     return labels, not_evaluated
+
+
+def substituted_pool(section: Mapping[str, Any]) -> tuple[str, list[str | None]] | None:
+    """The pool a saved ``augment`` section drew names from, as (its source, the name lists it avoids), when the
+    run substitutes pool names (``names`` or ``place_names`` above 0); None when it put no pool name into training."""
+    if not any(float(section.get(key) or 0) > 0 for key in ("names", "place_names")):
+        return None
+    source, exclude, _ = saved_name_pool(section)
+    return source, exclude
 
 
 def drawable_names(names: Sequence[str], runs: Mapping[str, Sequence[StudyRun]]) -> set[str]:

@@ -41,7 +41,7 @@ from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from nerbias.data.ambiguity import AMBIGUOUS_POOLS
+from nerbias.data.ambiguity import AMBIGUOUS_POOLS, saved_name_pool
 from nerbias.data.batching import MASKED, NoisySentence
 from nerbias.data.conll import ENTITY_TYPES, Sentence, lowercased
 from nerbias.errors import NerbiasError
@@ -61,12 +61,10 @@ def effective_augment_options(section: Mapping[str, Any]) -> dict[str, Any]:
     ``ambiguous``, ``pool_exclude`` at its default; the name pool node read as the flat keys it replaced
     (``name_pool``: its source); so a run saved before those keys existed compares equal to the same run now."""
     values = dict(section)
-    pool = values.get("name_pool")
-    if isinstance(pool, Mapping):  # the pool as a node (2026-12-06 on) compares as the flat keys before it
-        values["name_pool"] = pool.get("source", "ssa_train_half")
-        values["pool_exclude"] = pool.get("exclude", [None])
-        if pool.get("ambiguity") is not None:
-            values["ambiguity"] = pool["ambiguity"]
+    if isinstance(values.get("name_pool"), Mapping):  # the pool as a node (2026-12-06 on) compares as the flat keys
+        values["name_pool"], values["pool_exclude"], ambiguity = saved_name_pool(values)
+        if ambiguity is not None:
+            values["ambiguity"] = ambiguity
     if values.get("pool_exclude") in ([None], None):  # the default list, spelt or not
         values.pop("pool_exclude", None)
     if not values.get("adversarial"):
@@ -83,17 +81,6 @@ def effective_augment_options(section: Mapping[str, Any]) -> dict[str, Any]:
     if values.get("name_pool") not in AMBIGUOUS_POOLS:
         values.pop("ambiguity", None)
     return values
-
-
-def substituted_pool(section: Mapping[str, Any]) -> tuple[str, list[str | None]] | None:
-    """The pool a saved ``augment`` section drew names from, as (its source, the name lists it avoids: None
-    in them is the packaged Mishra et al. list), when the run substitutes pool names (``names`` or
-    ``place_names`` above 0); None when it put no pool name into training. Reads both layouts (the pool as
-    a node, and the flat ``name_pool`` / ``pool_exclude`` before it)."""
-    if not any(float(section.get(key) or 0) > 0 for key in ("names", "place_names")):
-        return None
-    values = effective_augment_options(section)
-    return str(values.get("name_pool") or "ssa_train_half"), list(values.get("pool_exclude") or [None])
 
 
 AUGMENT_RULES: dict[str, Rule] = {**{key: PROBABILITY for key in AUGMENT_PROBABILITIES},
