@@ -60,10 +60,10 @@ def ambiguity_lines(section: "Section", frames: Sequence[pd.DataFrame], out_dir:
     coefficients, groups, gaps = ambiguity_regression(table, n_boot=options.ambiguity_boot,
                                                       confidence=options.confidence, seed=options.seed)
     section.lines += [f"Logistic regression of recognition on group (one coefficient each) and {gaps['features']} "
-                      "(binomial GLM, each name's slots as trials, +0.5 pseudo-slots; statsmodels). Wald intervals "
-                      f"treat slots as independent and are too narrow; the bootstrap resamples names within groups "
-                      f"({gaps['replicates']} replicates).", ""]
-    section.add_table("ambiguity_regression", coefficients, out_dir)
+                      "(binomial GLM, each name's slots as trials, +0.5 pseudo-slots; statsmodels). Coefficients "
+                      "without intervals: Wald intervals treat slots as independent and are too narrow, and no "
+                      "interval of these coefficients was shown by simulation to hold (docs/group-statistics.md).", ""]
+    section.add_table("ambiguity_regression", coefficients[["term", "coefficient"]], out_dir)
     section.lines += ["Group accuracy observed, the model's fit, and its prediction with the ambiguity features at 0 "
                       "(adjusted; GloVe rank as observed):", ""]
     # per-group bootstrap intervals of one group's figure are not shown to hold (docs/group-statistics.md)
