@@ -31,6 +31,8 @@ names whose baseline accuracy is under 0.1 gain ``PLACE_SHIFT`` logits, the rest
 - ``bootstrap``: the study's name bootstrap plus t seed part (``intervals.ratio_statistic`` + ``replicates``);
 - ``studentised bootstrap``: a bootstrap-t over names (names resampled within the group, each resample's own
   standard error, the seed part added; Davison & Hinkley 1997, 5.2);
+- ``BCa bootstrap``: bias-corrected and accelerated percentiles over the names' means over seeds (Efron 1987;
+  ``scipy.stats.bootstrap``);
 - ``seeds t``: ``group_effects.these_names_interval``, against the these-names truth (kept for every
   figure of one group below ``MIN_NAMES`` names and for every difference).
 
@@ -218,6 +220,22 @@ def studentised_bootstrap(accuracy: np.ndarray, rng: np.random.Generator, n_boot
     return lows, highs
 
 
+def bca_bootstrap(accuracy: np.ndarray, rng: np.random.Generator, n_boot: int = 400
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """BCa (Efron 1987; ``scipy.stats.bootstrap``) over the names' means over seeds: the seeds enter only
+    through each name's mean, as in a bootstrap over names of a seed-averaged table."""
+    lows, highs = np.empty(len(accuracy)), np.empty(len(accuracy))
+    for i, table in enumerate(accuracy):
+        name_means = table.mean(0)
+        if np.ptp(name_means) == 0:  # every name alike: no spread to resample
+            lows[i] = highs[i] = name_means.mean()
+            continue
+        result = stats.bootstrap((name_means,), np.mean, confidence_level=CONFIDENCE, n_resamples=n_boot,
+                                 method="BCa", random_state=rng, vectorized=True)
+        lows[i], highs[i] = result.confidence_interval
+    return lows, highs
+
+
 KEPT = "log-error t (kept)"
 METHODS: dict[str, tuple[Callable, str]] = {  # name -> (function, estimand it is scored against)
     KEPT: (log_error_t, "population"),
@@ -225,6 +243,7 @@ METHODS: dict[str, tuple[Callable, str]] = {  # name -> (function, estimand it i
     "crossed t (mixed model)": (_symmetric(group_effects.crossed_variance), "population"),
     "bootstrap (study, before)": (study_bootstrap, "population"),
     "studentised bootstrap": (studentised_bootstrap, "population"),
+    "BCa bootstrap (names)": (bca_bootstrap, "population"),
     "seeds t (these names)": (seeds_t, "these"),
 }
 
