@@ -169,8 +169,12 @@ def test_a_one_name_group_prints_1_name_instead_of_a_zero_width_interval():
     shown = accuracy_display(groups).set_index("group")["accuracy"]
     assert shown["Solo Female"] == "0.9000 (1 name)"
     assert shown["Pair Male"] == "0.6500"  # two names from one seed: no interval (too few names for one that holds)
-    two_seeds = bootstrap_group_accuracy(NameTable.from_frames([frame, frame.assign(recognised=frame["recognised"] - 1)]),
-                                         n_boot=50).table()
+    second = frame.assign(recognised=frame["recognised"] - 1)
+    few_slots = bootstrap_group_accuracy(NameTable.from_frames([frame, second]), n_boot=50).table()
+    assert accuracy_display(few_slots).set_index("group")["accuracy"]["Pair Male"] == "0.6000"  # 20 slots a seed
+    # 1,000 times the slots: a t over two seeds needs 10,000 a group (reporting.group_effects.seed_interval_holds)
+    scaled = [f.assign(sentences=f["sentences"] * 1000, recognised=f["recognised"] * 1000) for f in (frame, second)]
+    two_seeds = bootstrap_group_accuracy(NameTable.from_frames(scaled), n_boot=50).table()
     shown = accuracy_display(two_seeds).set_index("group")["accuracy"]
     assert shown["Solo Female"] == "0.8500 (1 name)"  # a seed interval exists, but one name is still said
     assert shown["Pair Male"].startswith("0.6000 [")  # these names, over two seeds
