@@ -231,7 +231,7 @@ def bca_bootstrap(accuracy: np.ndarray, rng: np.random.Generator, n_boot: int = 
             lows[i] = highs[i] = name_means.mean()
             continue
         result = stats.bootstrap((name_means,), np.mean, confidence_level=CONFIDENCE, n_resamples=n_boot,
-                                 method="BCa", random_state=rng, vectorized=True)
+                                 method="BCa", rng=rng, vectorized=True)
         lows[i], highs[i] = result.confidence_interval
     return lows, highs
 
@@ -283,26 +283,33 @@ def coverage_table(studies: int = 1000, names: Sequence[int] = (15, 60, 120, 250
     return pd.DataFrame(rows)
 
 
-def contrast_coverage(studies: int = 1000, names: Sequence[int] = (15, 60), seeds: Sequence[int] = (2, 3, 5, 10),
-                      slots: int = SLOTS, seed: int = 0, accuracies: dict[str, np.ndarray] | None = None
-                      ) -> pd.DataFrame:
+def contrast_coverage(studies: int = 1000, names: Sequence[int | Sequence[int]] = (15, 60),
+                      seeds: Sequence[int] = (2, 3, 5, 10), slots: int = SLOTS, seed: int = 0,
+                      accuracies: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
     """Simultaneous coverage of each group minus the others (``group_effects.simultaneous_contrasts``, the
     Bonferroni t over the seeds the reports and the study print): every archived group at once (the real shapes
-    side by side, ``names`` drawn for each), one seed effect shared by the groups of a seed (one model scores
-    them all), and a study counts as covered only when every group's interval holds its these-names truth. Cells
-    where no interval is printed (``group_effects.seed_interval_holds``) are left out."""
+    side by side), one seed effect shared by the groups of a seed (one model scores them all), and a study counts
+    as covered only when every interval printed holds its these-names truth. ``names``: names drawn a group, or a
+    sequence of one count a group (unequal groups, as the census-scale list's). The slot rule
+    (``group_effects.contrast_slots``) decides which contrasts get an interval; a cell where none does is left out."""
     accuracies = accuracies or archived_accuracies()
     groups = [g for g in accuracies if g != "OOV"]
     seed_var = SEED_SD ** 2 + INTERACTION_SD ** 2
     rows = []
-    for n in names:
+    for size in names:
+        counts = [int(size)] * len(groups) if np.isscalar(size) else [int(n) for n in size]
+        if len(counts) != len(groups):
+            raise ValueError(f"{len(counts)} group sizes for {len(groups)} groups")
+        group_slots = [n * slots for n in counts]
         for s in seeds:
-            if not group_effects.seed_interval_holds(s, n * slots):
+            printed = np.array([group_effects.seed_interval_holds(s, rest)
+                                for rest in group_effects.contrast_slots(group_slots)])
+            if not printed.any():
                 continue  # no interval is printed there (too few slots a group for a t over the seeds)
-            rng = np.random.default_rng([seed, n, s, 7])
+            rng = np.random.default_rng([seed, *counts, s, 7])
             per_seed, truths = [], []
             b = SEED_SD * rng.standard_normal((studies, s, 1))                  # shared by the groups
-            for group in groups:
+            for group, n in zip(groups, counts):
                 logits = special.logit(np.clip(accuracies[group], 0.002, 0.998))
                 a = logits[rng.integers(0, len(logits), (studies, n))] + JITTER_SD * rng.standard_normal((studies, n))
                 c = INTERACTION_SD * rng.standard_normal((studies, s, n))
@@ -313,13 +320,14 @@ def contrast_coverage(studies: int = 1000, names: Sequence[int] = (15, 60), seed
             covered = np.empty(studies, dtype=bool)
             widths = np.empty(studies)
             for i in range(studies):
-                intervals, _ = group_effects.simultaneous_contrasts(values[i], CONFIDENCE, [n * slots] * len(groups))
-                low = np.array([interval.low for interval in intervals])
-                high = np.array([interval.high for interval in intervals])
-                covered[i] = bool(((low <= truth[i]) & (truth[i] <= high)).all())
+                intervals, _ = group_effects.simultaneous_contrasts(values[i], CONFIDENCE, group_slots)
+                low = np.array([interval.low for interval in intervals])[printed]
+                high = np.array([interval.high for interval in intervals])[printed]
+                covered[i] = bool(((low <= truth[i][printed]) & (truth[i][printed] <= high)).all())
                 widths[i] = float(np.mean(high - low))
             rows.append({"figure": "each group minus the others (all groups at once)", "groups": len(groups),
-                         "slots": slots, "names": n, "seeds": s, "studies": studies,
+                         "slots": slots, "names": n if np.isscalar(size) else "/".join(map(str, counts)),
+                         "seeds": s, "printed": int(printed.sum()), "studies": studies,
                          "coverage": float(covered.mean()), "width": float(widths.mean())})
     return pd.DataFrame(rows)
 

@@ -226,19 +226,32 @@ def minus_others(per_seed: np.ndarray) -> np.ndarray:
     return per_seed * count / (count - 1) - per_seed.sum(1, keepdims=True) / (count - 1)
 
 
+def contrast_slots(slots: Sequence[float | None]) -> list[float | None]:
+    """The slots a seed that each group-minus-the-others contrast rests on, for ``seed_interval_holds``: the
+    fewer of its own group's and the other groups' mean's (whose binomial noise, a mean of k - 1 groups, is that
+    of a group with (k - 1)^2 / sum(1 / slots) slots). None where a group's slots are not known."""
+    if any(s is None for s in slots):
+        return [None] * len(slots)
+    values = np.asarray(slots, dtype=np.float64)
+    count = len(values)
+    others = (count - 1) ** 2 / ((1.0 / values).sum() - 1.0 / values)
+    return [float(min(own, rest)) for own, rest in zip(values, others)]
+
+
 def simultaneous_contrasts(per_seed: np.ndarray, confidence: float, slots: Sequence[float | None] | None = None
                            ) -> tuple[list[GroupInterval], float]:
     """Each group minus the others (``minus_others``) from a (seeds, groups) table of the groups' figures, each
-    with a t interval over the seeds at the Bonferroni level over the groups (returned beside them), so that
-    all hold together at ``confidence``: for these names. None from one seed, nor for a group with too few
-    ``slots`` a seed (``seed_interval_holds``; one value a group, None: not known)."""
+    with a t interval over the seeds at the Bonferroni level over the intervals printed (returned beside them),
+    so that all hold together at ``confidence``: for these names. None from one seed, nor where the contrast rests on
+    too few ``slots`` a seed (one value a group, None: not known; ``contrast_slots``, ``seed_interval_holds``)."""
     per_seed = np.asarray(per_seed, dtype=np.float64)
     if per_seed.shape[1] < 2:
         raise NerbiasError("group contrasts need at least two groups")
-    level = 1 - (1 - confidence) / per_seed.shape[1]
-    slots = list(slots) if slots is not None else [None] * per_seed.shape[1]
+    slots = contrast_slots(list(slots)) if slots is not None else [None] * per_seed.shape[1]
+    printed = sum(seed_interval_holds(per_seed.shape[0], s) for s in slots)  # the family is what is printed
+    level = 1 - (1 - confidence) / max(printed, 1)
     return [these_names_interval(column, level, slots=group_slots)
-            for column, group_slots in zip(minus_others(per_seed).T, slots)], level
+            for column, group_slots in zip(minus_others(per_seed).T, slots, strict=True)], level
 
 
 def group_contrasts(values: np.ndarray, members: Mapping[str, np.ndarray], confidence: float,
@@ -260,7 +273,7 @@ def group_contrasts(values: np.ndarray, members: Mapping[str, np.ndarray], confi
 
 
 __all__ = ["ESTIMANDS", "GroupInterval", "MIN_ACCURACY", "MIN_GROUP_SLOTS", "MIN_NAMES", "NONE", "accuracy_table",
-           "crossed_variance",
+           "contrast_slots", "crossed_variance",
            "group_contrasts", "group_effect_test", "group_interval", "minus_others", "names_like_these_interval",
            "names_seeds_variance", "satterthwaite", "seed_interval_holds", "simultaneous_contrasts",
            "these_names_interval"]

@@ -16,11 +16,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from nerbias.reporting.group_effects import (MIN_ACCURACY, MIN_NAMES, NONE, minus_others, names_like_these_interval,
-                                             seed_interval_holds, simultaneous_contrasts)
+from nerbias.reporting.group_effects import (MIN_ACCURACY, MIN_NAMES, NONE, contrast_slots, minus_others,
+                                             names_like_these_interval, seed_interval_holds, simultaneous_contrasts)
 from nerbias.reporting.intervals import (COVERS_BOTH, COVERS_NAMES, COVERS_THESE_NAMES, NO_INTERVAL, ONE_SEED, Interval,
                                          Statistic, seed_only_interval)
-from nerbias.study.place_names import GOAL
+from nerbias.study.place_names import GOAL, WATCHED_PREFIX
 from nerbias.study.runs import RACE_GAP_PREFIX, Figures
 from nerbias.reporting.tables import markdown_table
 
@@ -34,7 +34,7 @@ def group_level_metrics(figures: Figures) -> set[str]:
     """The figures of one group (or of one race's pool against another): their intervals come from
     ``reporting.group_effects`` (docs/group-statistics.md), not from the name bootstrap, which undercovers them."""
     return ({*figures.groups, *(CALIBRATION_PREFIX + g for g in figures.groups)}
-            | {m for m in figures.statistics if m.startswith(RACE_GAP_PREFIX)})
+            | {m for m in figures.statistics if m.startswith((RACE_GAP_PREFIX, WATCHED_PREFIX))})
 
 
 def group_level_interval(first: Statistic, confidence: float, base: Statistic | None = None,
@@ -78,18 +78,24 @@ def contrast_rows(figures: Figures, confidence: float) -> list[dict[str, Any]]:
              "ci_high": interval.high, "ci_covers": (COVERS_THESE_NAMES if interval.covers != NONE else
                                                      ONE_SEED if len(figures.statistics[group].seeds) < 2 else
                                                      NO_INTERVAL),
-             "simultaneous_level": level} for group, interval in zip(figures.groups, intervals)]
+             "simultaneous_level": level if interval.covers != NONE else float("nan")}
+            for group, interval in zip(figures.groups, intervals)]
 
 
 def halving(ours: Figures, theirs: Figures, confidence: float) -> dict[str, Any]:
     """Does the condition halve the baseline's largest group deficit? The baseline's worst group (lowest
     accuracy minus the others'), and the one-sided lower bound (level ``confidence``) of its paired per-seed
-    ``condition deficit - deficit / 2`` (for these names; > 0: halved). Needs the same 2+ seeds on both sides."""
+    ``condition deficit - deficit / 2`` (for these names; > 0: halved). Needs the same 2+ seeds on both sides,
+    and the slots a seed a t over them needs (``seed_interval_holds``, the contrasts' rule; else no bound)."""
     if ours.groups != theirs.groups or tuple(ours.statistics[ours.groups[0]].seeds) != tuple(
             theirs.statistics[theirs.groups[0]].seeds) or len(theirs.statistics[theirs.groups[0]].seeds) < 2:
         return {}
     base, condition = _contrasts(theirs), _contrasts(ours)
     worst = int(np.argmin(base.mean(0)))
+    rests_on = [contrast_slots([f.statistics[g].slots for g in f.groups])[worst] for f in (ours, theirs)]
+    if not seed_interval_holds(base.shape[0], None if None in rests_on else min(rests_on)):
+        return {"worst_group": theirs.groups[worst], "worst_deficit": float(base[:, worst].mean()),
+                "worst_deficit_condition": float(condition[:, worst].mean()), "halving_lower": float("nan")}
     margin = condition[:, worst] - GOAL["deficit_share"] * base[:, worst]
     se = margin.std(ddof=1) / np.sqrt(len(margin))
     lower = float(margin.mean() - stats.t.ppf(confidence, len(margin) - 1) * se) if se > 0 else float(margin.mean())

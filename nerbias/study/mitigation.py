@@ -299,7 +299,14 @@ def corpus_frames(label: str, complete: dict[str, list[StudyRun]], baseline: str
         first = next(iter(tables.values()))
         drawable = drawable_names(first.names, complete)
         if drawable:  # a list beside the training pool (the census-scale one): only names no run can have seen
-            tables = {c: restrict(table, [n for n in first.names if n not in drawable]) for c, table in tables.items()}
+            kept = [n for n in first.names if n not in drawable]
+            left = pd.Series([g for n, g in zip(first.names, first.groups) if n not in drawable]).value_counts()
+            thin = sorted(set(first.groups) - set(left[left >= 2].index))
+            if thin:
+                raise NerbiasError(f"{label}: without the names a run's substitution could draw, group(s) {thin} keep "
+                                   "fewer than 2 names; score the conditions on a list their pools avoid "
+                                   "(augment.name_pool.exclude)")
+            tables = {c: restrict(table, kept) for c, table in tables.items()}
             title = (f"{corpus_title(corpus, lower)}, on the {len(first.names) - len(drawable)} names no run's name "
                      f"substitution could draw (the other {len(drawable)} of the list's {len(first.names)} are left out)")
         figures = names_corpus_figures(tables, n_boot, seed, ddof, complete, floor_permutations)

@@ -47,12 +47,15 @@ def place_recall_statistic(table: NameTable, every: np.ndarray, drawn: np.ndarra
 
 
 def watched_name_statistics(table: NameTable, seeds: tuple[int, ...]) -> dict[str, Statistic]:
-    """``name: <name>`` -> that name's accuracy, per seed (an interval over seeds only: one name)."""
+    """``name: <name>`` -> that name's accuracy, per seed (a figure of one name: these names, an interval over
+    the seeds where its slots allow one, ``group_effects.seed_interval_holds``)."""
     out = {}
     for name in WATCHED_NAMES:
         if name in table.names:
-            values = table.values("accuracy")[:, table.names.index(name)]
-            out[WATCHED_PREFIX + name] = Statistic(float(values.mean()), seeds, values, bounds=(0.0, 1.0))
+            column = table.names.index(name)
+            values = table.values("accuracy")[:, column]
+            out[WATCHED_PREFIX + name] = Statistic(float(values.mean()), seeds, values, bounds=(0.0, 1.0),
+                                                   slots=float(table.sentences[:, column].min()))
     return out
 
 

@@ -4,6 +4,8 @@ their name-part replicates (``census_figures``). ``mitigation`` gives them inter
 
 from __future__ import annotations
 
+import functools
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -146,22 +148,40 @@ def drawable_names(names: Sequence[str], runs: Mapping[str, Sequence[StudyRun]])
     (the SSA names, or the pool's file) in the training hash half and outside the lists it avoids
     (``substitution_pool``: the census benchmark's ``heldout`` rule, so an ambiguous pool counts its whole half).
     The study compares conditions only on names none of their runs can have seen; Mishra et al.'s names,
-    which every default pool avoids, and name-shaped strings no source holds (the OOV set) are never among them."""
+    which every default pool avoids, and name-shaped strings no source holds (the OOV set) are never among them.
+    The source is read only when some name could be in it."""
     drawable: set[str] = set()
     pools = {(run.pool[0], tuple(run.pool[1]), run.data_dir) for members in runs.values() for run in members if run.pool}
     for source, exclude, data_dir in sorted(pools, key=str):
-        if source in SSA_POOLS:
-            ssa = Path(data_dir or "data") / "ssa_names"
-            if not ssa.is_dir():
-                raise NerbiasError(f"{ssa}: not found; the study needs the SSA names its runs substituted from "
-                                   "(their paths.data_dir) to score a names list beside their pool")
-            known = {name.lower() for name in load_ssa(ssa, progress=False).names.tolist()}
-        else:
-            known = {line.strip().lower() for line in Path(source).read_text(encoding="utf-8").splitlines()}
-        candidates = [name for name in names if name.lower() in known]
         excluded = [name for path in exclude for name in load_names(path).names]
-        drawable |= set(substitution_pool(candidates, excluded, "train" if source in SSA_POOLS else None))
+        hashed = substitution_pool(names, excluded, "train" if source in SSA_POOLS else None)
+        if hashed:
+            known = _pool_source_names(source, data_dir)
+            drawable |= {name for name in hashed if name.lower() in known}
     return drawable
+
+
+def _pool_source_names(source: str, data_dir: str | None) -> frozenset[str]:
+    """The lower-cased names a pool ``source`` draws from: the SSA names under the run's data directory (its
+    saved ``paths.data_dir``, else ``$NERBIAS_DATA_DIR``, else ./data), or the lines of the pool's file."""
+    if source not in SSA_POOLS:
+        path = Path(source)
+        if not path.is_file():
+            raise NerbiasError(f"augment.name_pool.source={source}: no such file; the study needs the names a run "
+                               "substituted to leave them out of its names corpora")
+        return frozenset(line.strip().lower() for line in path.read_text(encoding="utf-8").splitlines())
+    candidates = [Path(d) / "ssa_names" for d in (data_dir, os.environ.get("NERBIAS_DATA_DIR"), "data") if d]
+    for ssa in candidates:
+        if ssa.is_dir():
+            return _ssa_names(ssa.resolve())
+    raise NerbiasError(f"no SSA names at {', '.join(map(str, candidates))}: the study needs the names its runs "
+                       "substituted from (set NERBIAS_DATA_DIR to the data directory)")
+
+
+@functools.lru_cache(maxsize=2)
+def _ssa_names(folder: Path) -> frozenset[str]:
+    """The distinct SSA first names under ``folder``, lower-cased (read once a process: every corpus asks)."""
+    return frozenset(name.lower() for name in load_ssa(folder, progress=False).names.tolist())
 
 
 @dataclass

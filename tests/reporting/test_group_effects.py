@@ -149,9 +149,14 @@ def test_the_simultaneous_contrasts_cover_every_group_at_once_in_the_real_shapes
     """Each group minus the others, as reports and the study print it: all eight real groups side by side, a seed
     effect shared by them, covered together in 0.93-0.97 of 1,000 studies a cell; and at one level per group
     (no Bonferroni) the family's coverage falls well below 95 %, so this test can fail."""
-    table = group_coverage.contrast_coverage(studies=1000, names=(15, MIN_NAMES), seeds=(3, 5), accuracies=accuracies)
+    held_out = (13, 6, 95, 128, 76, 141, 720, 574)  # the census-scale list's held-out groups, 88 slots a name
+    table = pd.concat([group_coverage.contrast_coverage(studies=1000, names=(15, MIN_NAMES), seeds=(3, 5),
+                                                        accuracies=accuracies),
+                       group_coverage.contrast_coverage(studies=1000, names=(held_out,), seeds=(3,), slots=88,
+                                                        accuracies=accuracies)])
     print(table.to_string())
-    assert len(table) == 4 and (table["groups"] == 8).all()
+    assert len(table) == 5 and (table["groups"] == 8).all()
+    assert table["printed"].tolist() == [8, 8, 8, 8, 6]  # Black Female and Male: too few slots for a contrast
     assert table["coverage"].between(0.93, 0.97).all(), table
     unadjusted = group_effects.these_names_interval
     with mock.patch.object(group_effects, "these_names_interval",
@@ -189,3 +194,14 @@ def test_the_seeds_interval_covers_where_its_slots_allow_it_and_not_below(accura
     control = group_coverage.coverage_table(studies=400, names=(6,), seeds=(3,), slots=30, methods=method,
                                             accuracies=accuracies)
     assert not group_effects.seed_interval_holds(3, 6 * 30) and control["coverage"].min() < 0.9, control
+
+
+def test_a_contrast_rests_on_its_group_and_on_the_mean_of_the_others():
+    slots = [100.0, 400.0, 400.0]
+    others = [4 / (1 / 400 + 1 / 400), 4 / (1 / 100 + 1 / 400), 4 / (1 / 100 + 1 / 400)]   # (k - 1)^2 / sum(1 / s)
+    assert group_effects.contrast_slots(slots) == pytest.approx([min(s, o) for s, o in zip(slots, others)])
+    assert group_effects.contrast_slots([100.0, None]) == [None, None]
+    values = np.array([[0.5, 0.7, 0.9], [0.6, 0.8, 0.9], [0.55, 0.75, 0.95]])
+    intervals, level = group_effects.simultaneous_contrasts(values, 0.95, [1_000, 50_000, 50_000])
+    assert np.isnan(intervals[0].low) and np.isfinite(intervals[1].low)   # the first group: 1,000 slots, 3 seeds
+    assert level == pytest.approx(1 - 0.05 / 2)   # Bonferroni over the two intervals printed

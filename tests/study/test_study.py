@@ -405,22 +405,29 @@ def test_conll_location_recall_is_reported_per_condition_over_the_seeds(tmp_path
     assert "CoNLL LOC recall" in (out / "study.md").read_text()
 
 
-def test_conditions_are_compared_only_on_names_no_run_can_have_substituted(tmp_path):
+def test_conditions_are_compared_only_on_names_no_run_can_have_substituted(tmp_path, monkeypatch):
     """A names list beside the training pool (the census-scale one): every condition is scored without the
-    names some run's substitution could draw, so a condition never scores names it trained on."""
+    names some run's substitution could draw, so a condition never scores names it trained on; a group left with
+    fewer than 2 names is refused, naming it."""
+    monkeypatch.setitem(GROUPS, "White Female", ["Emily", "Anne", "Clara"])
     pool = tmp_path / "pool.txt"
     pool.write_text("Anne\nEbony\nZelda\n")  # Ebony is on Mishra et al.'s list, which the pool avoids
     substitutes = {"names": 0.5, "name_pool": {"source": str(pool), "exclude": [None]}}
     sweep = tmp_path / "sweep"
     for seed in (1, 2):
-        write_run(sweep, "baseline", seed, BASE, 0.9)
-        write_run(sweep, "names", seed, {**BASE, "Anne": 10}, 0.9, augment=substitutes)
+        write_run(sweep, "baseline", seed, {**BASE, "Clara": 8}, 0.9)
+        write_run(sweep, "names", seed, {**BASE, "Clara": 8, "Anne": 10}, 0.9, augment=substitutes)
     path = run_study(sweep, tmp_path / "out", n_boot=100, floor_permutations=10)
     table = read(tmp_path / "out", "winogender")
-    assert table.loc[("names", "White Female"), "value"] == table.loc[("baseline", "White Female"), "value"] == 0.9
+    assert table.loc[("names", "White Female"), "value"] == table.loc[("baseline", "White Female"), "value"] == 0.85
     assert table.loc[("names", "White Female"), "diff"] == 0.0  # Anne, which it trained on, is not scored
     assert table.loc[("baseline", "Black Female"), "value"] == pytest.approx(0.7)  # Ebony stays
-    assert "on the 5 names no run's name substitution could draw (the other 1 of the list's 6 are left out)" in path.read_text()
+    assert "on the 6 names no run's name substitution could draw (the other 1 of the list's 7 are left out)" in \
+        path.read_text()
+    pool.write_text("Anne\nClara\n")  # White Female left with Emily alone
+    with pytest.raises(NerbiasError, match=r"winogender: without the names a run's substitution could draw, "
+                                           r"group\(s\) \['White Female'\] keep fewer than 2 names"):
+        run_study(sweep, tmp_path / "out2", n_boot=100, floor_permutations=10)
     # a pool of the SSA names draws from their training hash half only, never an excluded or unknown name
     ssa = SHARED_DATA / "ssa_names"
     if ssa.is_dir():
