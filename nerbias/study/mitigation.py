@@ -44,14 +44,15 @@ from nerbias.study.claims import (HEADLINE, UNDECIDED_BY_REPLICATES, claim_verdi
                                    replicate_resolution)
 from nerbias.study.paper_claims import declared_margins, paper_claims, paper_claims_section
 from nerbias.study.debias_table import diagnostics_section
-from nerbias.study.place_names import (PLACE_RECALL, UNAMBIGUOUS_SUFFIX, WATCHED_NAMES, WATCHED_PREFIX,
-                                       goal_frame, goal_section, read_profile, restrict, unambiguous_tables)
+from nerbias.study.place_names import (PLACE_FRAME_PREFIX, PLACE_LIKE, PLACE_RECALL, UNAMBIGUOUS_SUFFIX, WATCHED_NAMES,
+                                       WATCHED_PREFIX, ambiguous_names, goal_frame, goal_section,
+                                       place_frame_statistics, read_profile, restrict, unambiguous_tables)
 from nerbias.reporting.runs import load_run
 from nerbias.study.groups import (CALIBRATION_PREFIX, CONTRAST_PREFIX, GAP, contrast_rows, group_effect_section,
                                   group_level_interval, group_level_metrics, halving)
 from nerbias.study.names import names_corpus_figures
 from nerbias.study.runs import (CONLL_METRICS, NAME_CORPORA, RACE_GAP_PREFIX, REFERENCE_RACE, Figures, Study,
-                                StudyRun, census_figures, drawable_names, evaluation_labels, find_study)
+                                StudyRun, census_figures, drawable_names, evaluation_labels, find_study, seed_ids)
 from nerbias.reporting.tables import markdown_table
 from nerbias.reporting.group_effects import MIN_GROUP_SLOTS, MIN_NAMES
 from nerbias.reporting.intervals import (COVERS_BOTH, COVERS_NAMES, COVERS_SEEDS, COVERS_THESE_NAMES,
@@ -199,7 +200,8 @@ SUMMARY_COLUMNS = {"test_f1": "CoNLL F1", "test_lower_f1": "CoNLL F1 lower-cased
                    "median_confidence_std": "std of median confidence",
                    "female_type1_w": "female type-1 (w)", "male_type1_w": "male type-1 (w)",
                    "female_male_type1_w_gap": "female - male type-1 (w)",
-                   PLACE_RECALL: "LOCATION recall (place contexts)", **{WATCHED_PREFIX + n: n for n in WATCHED_NAMES}}
+                   PLACE_RECALL: "LOCATION recall (place contexts)", **{WATCHED_PREFIX + n: n for n in WATCHED_NAMES},
+                   **{PLACE_FRAME_PREFIX + n: f"{n}: LOCATION in place frames" for n in (*WATCHED_NAMES, PLACE_LIKE)}}
 def display_table(frame: pd.DataFrame, metrics: Sequence[str], value: str = "value", digits: int = 3,
                   titles: dict[str, str] | None = None) -> pd.DataFrame:
     """Conditions x ``metrics`` as "value [low, high]" (``value``: value, diff or ratio), with the seeds.
@@ -310,6 +312,11 @@ def corpus_frames(label: str, complete: dict[str, list[StudyRun]], baseline: str
             title = (f"{corpus_title(corpus, lower)}, on the {len(first.names) - len(drawable)} names no run's name "
                      f"substitution could draw (the other {len(drawable)} of the list's {len(first.names)} are left out)")
         figures = names_corpus_figures(tables, n_boot, seed, ddof, complete, floor_permutations)
+        probes = "place_located" in first.columns
+        place_like = ambiguous_names(profile, first.names, ambiguity) if probes and profile is not None else []
+        for condition, table in tables.items():
+            for key, statistic in place_frame_statistics(table, seed_ids(complete[condition]), place_like).items():
+                figures[condition].add(key, statistic)
     out = {label: (summary_frame(figures, complete, reference, confidence, seed), title, reference is not None)}
     if profile is not None and corpus in NAME_CORPORA:  # the same corpus without its ambiguous names
         kept, dropped = unambiguous_tables(tables, profile, ambiguity)

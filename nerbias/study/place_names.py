@@ -4,6 +4,8 @@
   pooled, with the same two-level interval as PERSON recall.
 - ``watched_name_statistics``: the accuracy of each watched name (``WATCHED_NAMES``: Sofia and Victoria,
   tagged LOC in nearly every Winogender slot by the baseline) on every names corpus, seed-only intervals.
+- ``place_frame_statistics``: places that stay places (issue 45): in the probes' place frames, the share of
+  each watched name's slots tagged LOCATION, and of the list's place-like names pooled.
 - ``unambiguous_tables``: each condition's per-name table without the names the ambiguity rule marks
   (``name_profile.csv`` of ``python -m nerbias.bias.name_profile``): the study scores the groups again on
   the rest, so a gap that shrinks there is a place-name gap.
@@ -30,6 +32,8 @@ from nerbias.reporting.uncertainty import NameTable
 
 WATCHED_NAMES = ("Sofia", "Victoria")
 WATCHED_PREFIX = "name: "
+PLACE_FRAME_PREFIX = "LOCATION in place frames: "   # + a watched name, or PLACE_LIKE
+PLACE_LIKE = "place-like names"
 PLACE_RECALL = "place_recall"
 UNAMBIGUOUS_SUFFIX = "_unambiguous"   # the label of a corpus scored again on its unambiguous names
 # Issue 25's goal: the cased Winogender best - worst gap halved (ratio to the baseline <= 0.5, its interval
@@ -56,6 +60,27 @@ def watched_name_statistics(table: NameTable, seeds: tuple[int, ...]) -> dict[st
             values = table.values("accuracy")[:, column]
             out[WATCHED_PREFIX + name] = Statistic(float(values.mean()), seeds, values, bounds=(0.0, 1.0),
                                                    slots=float(table.sentences[:, column].min()))
+    return out
+
+
+def place_frame_statistics(table: NameTable, seeds: tuple[int, ...], place_like: Sequence[str] = ()
+                           ) -> dict[str, Statistic]:
+    """In the probes' place frames (``corpus=probes``), the share of slots tagged LOCATION: each watched name's,
+    and the ``place_like`` names' pooled (the list's names the ambiguity rule marks), per seed; figures of
+    these names, an interval over the seeds only where their slots allow one (24 place frames a name: none for
+    one name). Empty for a table without probes."""
+    if "place_located" not in table.columns or "place_sentences" not in table.columns:
+        return {}
+    located, slots = table.values("place_located"), table.values("place_sentences")
+    chosen = {PLACE_FRAME_PREFIX + name: [table.names.index(name)] for name in WATCHED_NAMES if name in table.names}
+    pooled = [table.names.index(name) for name in place_like if name in table.names]
+    if pooled:
+        chosen[PLACE_FRAME_PREFIX + PLACE_LIKE] = pooled
+    out = {}
+    for key, idx in chosen.items():
+        per_seed = located[:, idx].sum(1) / slots[:, idx].sum(1)
+        out[key] = Statistic(float(per_seed.mean()), seeds, per_seed, bounds=(0.0, 1.0),
+                             slots=float(slots[:, idx].sum(1).min()))
     return out
 
 
@@ -178,6 +203,6 @@ def goal_section(goal: pd.DataFrame, baseline: str) -> list[str]:
             markdown_table(shown), ""]
 
 
-__all__ = ["GOAL", "PLACE_RECALL", "UNAMBIGUOUS_SUFFIX", "WATCHED_NAMES", "WATCHED_PREFIX", "ambiguous_names",
-           "goal_frame", "goal_section", "place_recall_statistic", "read_profile", "restrict", "unambiguous_tables",
+__all__ = ["GOAL", "PLACE_FRAME_PREFIX", "PLACE_LIKE", "PLACE_RECALL", "UNAMBIGUOUS_SUFFIX", "WATCHED_NAMES", "WATCHED_PREFIX", "ambiguous_names",
+           "goal_frame", "goal_section", "place_frame_statistics", "place_recall_statistic", "read_profile", "restrict", "unambiguous_tables",
            "watched_name_statistics"]

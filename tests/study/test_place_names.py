@@ -66,6 +66,11 @@ def test_place_recall_watched_names_and_the_gap_without_ambiguous_names_by_hand(
     assert probes.loc[("baseline", "place_recall"), "value"] == pytest.approx(0.9)
     assert probes.loc[("context", "place_recall"), "value"] == pytest.approx((9 * 18 + 10) / (10 * 20))
     assert probes.loc[("context", "place_recall"), "diff"] == pytest.approx((10 - 18) / 200)
+    # places that stay places (issue 45): Sofia's and the place-like names' share tagged LOCATION in place frames
+    sofia = probes.loc[("context", "LOCATION in place frames: Sofia")]
+    assert sofia["value"] == pytest.approx(18 / 20) and sofia["diff"] == pytest.approx(0.0)
+    assert probes.loc[("context", "LOCATION in place frames: place-like names"), "value"] == pytest.approx(36 / 40)
+    assert np.isnan(sofia["ci_low"]) and sofia["ci_covers"] == "none"  # 20 frames a seed: no t over the seeds
     clean = pd.read_csv(tmp_path / "out" / "study_winogender_unambiguous.csv").set_index(["condition", "metric"])
     maria = np.mean([(9 + 10) / 20, (8 + 10) / 20, (9 + 10) / 20])  # Maria and Lucia, seeds 1-3
     assert clean.loc[("baseline", "Hispanic Female"), "value"] == pytest.approx(maria)
