@@ -20,7 +20,8 @@ covers (names, seeds, both), and a figure that varies only with the seed gets no
 - **CoNLL-03 F1**: the seeds only.
 
 ``claims.csv`` is the Holm-adjusted family ``HEADLINE``; ``paper_claims.csv`` the two papers' claims, each holds,
-does not hold or is not decided; ``goal.csv`` the goal of issue 25 per condition.
+does not hold or is not decided; ``goal.csv`` the goal of issue 25 per condition, ``context_goal.csv`` that of
+issue 45.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ from nerbias.study.claims import (HEADLINE, UNDECIDED_BY_REPLICATES, claim_verdi
 from nerbias.study.paper_claims import declared_margins, paper_claims, paper_claims_section
 from nerbias.study.debias_table import diagnostics_section
 from nerbias.study.place_names import (PLACE_FRAME_PREFIX, PLACE_LIKE, PLACE_RECALL, UNAMBIGUOUS_SUFFIX, WATCHED_NAMES,
-                                       WATCHED_PREFIX, ambiguous_names, goal_frame, goal_section,
+                                       WATCHED_PREFIX, ambiguous_names, context_goal_columns, context_goal_frame,
+                                       context_goal_section, goal_frame, goal_section,
                                        place_frame_statistics, read_profile, restrict, unambiguous_tables)
 from nerbias.reporting.runs import load_run
 from nerbias.study.groups import (CALIBRATION_PREFIX, CONTRAST_PREFIX, GAP, contrast_rows, group_effect_section,
@@ -115,6 +117,8 @@ def summary_frame(figures: dict[str, Figures], runs: dict[str, list[StudyRun]], 
                 interval = Interval(interval.value, float("nan"), float("nan"), NO_INTERVAL)
                 row.update(raw=raw, **fig.floor)
                 row["below_floor"] = bool(raw < fig.floor["floor_p95"])
+            elif metric.startswith(WATCHED_PREFIX):  # one name's mean over seeds: no t of it holds (group_effects)
+                interval = Interval(fig.statistics[metric].point, float("nan"), float("nan"), NO_INTERVAL)
             elif metric in group_level:
                 interval = group_level_interval(fig.statistics[metric], confidence, accuracy=metric in fig.groups)
             else:
@@ -127,6 +131,10 @@ def summary_frame(figures: dict[str, Figures], runs: dict[str, list[StudyRun]], 
                 row.update(ci_p=interval.p_value, ci_p_low=interval.p_low, ci_p_high=interval.p_high)
             if base is not None and condition != baseline:
                 row.update(_difference(metric, condition, baseline, figures, gaps, noise, confidence, group_level))
+            if metric != GAP:
+                row.update(context_goal_columns(metric, fig.statistics[metric],
+                                                base.statistics.get(metric) if base is not None and
+                                                condition != baseline else None))
             rows.append(row)
         rows += [{"condition": condition, "seeds": seeds, **row} for row in contrast_rows(fig, confidence)]
     return pd.DataFrame(rows)
@@ -150,6 +158,8 @@ def _difference(metric: str, condition: str, baseline: str, figures: dict[str, F
     if metric not in theirs.statistics:
         return {}
     first, second = ours.statistics[metric], theirs.statistics[metric]
+    if metric.startswith(WATCHED_PREFIX):  # as the name's own figure: a value, no interval
+        return _difference_row(Interval(first.point - second.point, float("nan"), float("nan"), NO_INTERVAL))
     if metric in group_level:
         return _difference_row(group_level_interval(first, confidence, base=second))
     covers = difference_covers(first, second)
@@ -414,6 +424,8 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
     lines += paper_claims_section(papers, 1 - confidence, margins=margins)
     goal = goal_frame(frames, baseline, GAP)
     lines += goal_section(goal, baseline)
+    context_goal = context_goal_frame(frames, baseline)
+    lines += context_goal_section(context_goal, baseline)
     lines += diagnostics_section(study.runs)
     # Everything computed, then written, study.md last and an earlier one removed first: tables left by
     # a failed write never sit beside a study.md that looks final.
@@ -422,7 +434,8 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
     if out.is_dir():
         remove_orphans(out)  # a killed earlier write's temporary files
     tables = {f"study_{label}.csv": frame for label, frame in frames.items()}
-    for name, table in {**tables, "claims.csv": family, "paper_claims.csv": papers, "goal.csv": goal}.items():
+    for name, table in {**tables, "claims.csv": family, "paper_claims.csv": papers, "goal.csv": goal,
+                        "context_goal.csv": context_goal}.items():
         write_csv(out / name, table, float_format="%.17g")  # every digit: the figures are exact
     atomic_write_text(path, "\n".join(lines))
     return path

@@ -10,6 +10,8 @@
   (``name_profile.csv`` of ``python -m nerbias.bias.name_profile``): the study scores the groups again on
   the rest, so a gap that shrinks there is a place-name gap.
 - ``goal_frame`` / ``goal_section``: the goal of issue 25 per condition, met or not, from the study's rows.
+- ``context_goal_columns`` / ``context_goal_frame`` / ``context_goal_section``: the goal of issue 45
+  (``CONTEXT_GOAL``), its one-sided bounds over the paired seeds computed with each row.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from nerbias.data.ambiguity import AmbiguityRule
 from nerbias.errors import NerbiasError
 from nerbias.reporting.ambiguity import PROFILE_COLUMNS, name_features
-from nerbias.reporting.intervals import Statistic, ratio_statistic
+from nerbias.reporting.group_effects import median_seed_lower_bound, seed_interval_holds
+from nerbias.reporting.intervals import COVERS_SEEDS, Statistic, ratio_statistic
 from nerbias.reporting.runs import read_table
 from nerbias.reporting.tables import markdown_table
 from nerbias.reporting.uncertainty import NameTable
@@ -40,6 +44,16 @@ UNAMBIGUOUS_SUFFIX = "_unambiguous"   # the label of a corpus scored again on it
 # below 1), CoNLL-03 F1 cost <= 0.5 points, place-probe LOCATION recall down <= 2 points, Sofia and Victoria
 # recognised in >= 90 % of their person slots.
 GOAL = {"deficit_share": 0.5, "f1_cost": 0.005, "place_recall_drop": 0.02, "watched_accuracy": 0.9}
+# Issue 45's goal, every bound one-sided at 95 % over the paired seeds: Sofia and Victoria tagged PERSON in at
+# least 0.86 of their person slots (point) and 0.80 at the lower bound, on Winogender and on In-Situ (each name's
+# accuracy at the median seed: group_effects.median_seed_lower_bound); CoNLL-03 test F1 and test LOCATION recall
+# non-inferior at -0.3 and -0.5 points (the paired difference's lower bound); Sofia and Victoria LOCATION in at
+# least 0.95 of the probes' place frames (point: 24 frames a name); the Winogender White - Hispanic difference
+# halved (the upper bound of the paired per-seed condition - baseline / 2 below 0; these names).
+CONTEXT_GOAL = {"watched_point": 0.86, "watched_lower": 0.80, "f1_margin": 0.003, "location_recall_margin": 0.005,
+                "place_frames": 0.95, "halved_gap": "White - Hispanic", "gap_share": 0.5}
+CONTEXT_GOAL_CORPORA = ("winogender", "insitu")
+ONE_SIDED = 0.95
 
 
 def place_recall_statistic(table: NameTable, every: np.ndarray, drawn: np.ndarray, seeds: tuple[int, ...],
@@ -170,6 +184,108 @@ def goal_frame(frames: dict[str, pd.DataFrame], baseline: str, gap_metric: str) 
     return pd.DataFrame(rows)
 
 
+def context_goal_columns(metric: str, statistic: Statistic, base: Statistic | None, confidence: float = ONE_SIDED
+                         ) -> dict[str, float]:
+    """The bounds issue 45's goal reads, for one row of a condition's table (``base``: the baseline's figure,
+    None for the baseline itself): a watched name's accuracy at the median seed and its one-sided lower bound;
+    a seed-only figure's (CoNLL-03) paired difference's one-sided lower bound; the halving of
+    ``CONTEXT_GOAL["halved_gap"]``'s upper bound. Empty where the figure is none of these or the seeds differ."""
+    if metric.startswith(WATCHED_PREFIX) and statistic.slots:
+        point, lower = median_seed_lower_bound(statistic.seed_values, statistic.slots, confidence)
+        return {"median_seed": point, "median_seed_lower": lower}
+    if base is None or tuple(statistic.seeds) != tuple(base.seeds) or len(statistic.seeds) < 2:
+        return {}
+    ours, theirs = np.asarray(statistic.seed_values, float), np.asarray(base.seed_values, float)
+    if metric == CONTEXT_GOAL["halved_gap"]:
+        if not seed_interval_holds(len(ours), min(s for s in (statistic.slots, base.slots, np.inf) if s)):
+            return {}
+        return {"halving_upper": _one_sided(ours - CONTEXT_GOAL["gap_share"] * theirs, confidence, upper=True)}
+    if statistic.covers == COVERS_SEEDS and base.covers == COVERS_SEEDS:
+        return {"diff_lower_one_sided": _one_sided(ours - theirs, confidence, upper=False)}
+    return {}
+
+
+def _one_sided(paired: np.ndarray, confidence: float, upper: bool) -> float:
+    se = paired.std(ddof=1) / np.sqrt(len(paired))
+    half = float(stats.t.ppf(confidence, len(paired) - 1) * se)
+    return float(paired.mean() + (half if upper else -half))
+
+
+def context_goal_frame(frames: dict[str, pd.DataFrame], baseline: str) -> pd.DataFrame:
+    """Per condition: each part of issue 45's goal (``CONTEXT_GOAL``), its figures and whether it, and all, are
+    met. A part whose figure is missing (no In-Situ, no probes, too few seeds) is not met."""
+    winogender, probes = frames.get("winogender"), frames.get("probes")
+    if winogender is None:
+        return pd.DataFrame()
+    rows = []
+    for condition in [c for c in dict.fromkeys(winogender["condition"]) if c != baseline]:
+        row: dict[str, Any] = {"condition": condition}
+        watched_met = []
+        for corpus in CONTEXT_GOAL_CORPORA:
+            for name in WATCHED_NAMES:
+                figure = _row(frames.get(corpus), condition, WATCHED_PREFIX + name)
+                point, lower = _number(figure, "median_seed"), _number(figure, "median_seed_lower")
+                row[f"{corpus}: {name}"], row[f"{corpus}: {name} lower"] = point, lower
+                watched_met.append(point >= CONTEXT_GOAL["watched_point"] and lower >= CONTEXT_GOAL["watched_lower"])
+        row["watched_met"] = bool(all(watched_met))
+        for key, metric, margin in (("f1", "test_f1", "f1_margin"),
+                                    ("location_recall", "test_recall_LOC", "location_recall_margin")):
+            figure = _row(winogender, condition, metric)
+            row[f"{key}_diff"], row[f"{key}_lower"] = _number(figure, "diff"), _number(figure, "diff_lower_one_sided")
+            row[f"{key}_met"] = bool(row[f"{key}_lower"] > -CONTEXT_GOAL[margin])
+        frames_located = [_number(_row(probes, condition, PLACE_FRAME_PREFIX + name), "value") for name in WATCHED_NAMES]
+        for name, value in zip(WATCHED_NAMES, frames_located):
+            row[f"place frames: {name}"] = value
+        row["place_frames_met"] = bool(all(value >= CONTEXT_GOAL["place_frames"] for value in frames_located))
+        gap = _row(winogender, condition, CONTEXT_GOAL["halved_gap"])
+        baseline_gap = _row(winogender, baseline, CONTEXT_GOAL["halved_gap"])
+        row.update(gap_baseline=_number(baseline_gap, "value"), gap_condition=_number(gap, "value"),
+                   halving_upper=_number(gap, "halving_upper"))
+        row["gap_met"] = bool(row["halving_upper"] < 0)
+        row["met"] = all(row[f"{part}_met"] for part in ("watched", "f1", "location_recall", "place_frames", "gap"))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def context_goal_section(goal: pd.DataFrame, baseline: str) -> list[str]:
+    if not len(goal):
+        return []
+
+    def mark(value: float, met: bool, text: str) -> str:
+        return "–" if math.isnan(value) else f"{text} {'✓' if met else '✗'}"
+
+    records = goal.to_dict("records")
+    columns: dict[str, list[str]] = {"condition": list(goal["condition"])}
+    for corpus in CONTEXT_GOAL_CORPORA:
+        columns[f"{corpus}: " + " / ".join(WATCHED_NAMES) + " [lower bounds]"] = [
+            " / ".join(f"{r[f'{corpus}: {n}']:.2f} [{r[f'{corpus}: {n} lower']:.2f}]" for n in WATCHED_NAMES)
+            for r in records]
+    columns["CoNLL F1 diff [bound]"] = [mark(r["f1_lower"], r["f1_met"], f"{r['f1_diff'] * 100:+.2f} "
+                                             f"[{r['f1_lower'] * 100:+.2f}]") for r in records]
+    columns["LOC recall diff [bound]"] = [mark(r["location_recall_lower"], r["location_recall_met"],
+                                               f"{r['location_recall_diff'] * 100:+.2f} [{r['location_recall_lower'] * 100:+.2f}]")
+                                          for r in records]
+    columns["place frames: " + " / ".join(WATCHED_NAMES)] = [
+        mark(r[f"place frames: {WATCHED_NAMES[0]}"], r["place_frames_met"],
+             " / ".join(f"{r[f'place frames: {n}']:.2f}" for n in WATCHED_NAMES)) for r in records]
+    columns[f"{CONTEXT_GOAL['halved_gap']}: baseline -> condition [halving bound]"] = [
+        mark(r["halving_upper"], r["gap_met"], f"{r['gap_baseline']:+.3f} -> {r['gap_condition']:+.3f} "
+             f"[{r['halving_upper']:+.3f}]") for r in records]
+    columns["goal"] = ["**met**" if met else "not met" for met in goal["met"]]
+    g = CONTEXT_GOAL
+    return ["## Goal: Sofia in a person's slot (issue 45)", "",
+            f"Against `{baseline}`, every bound one-sided at {ONE_SIDED:.0%} over the paired seeds: "
+            f"{' and '.join(WATCHED_NAMES)} each tagged PERSON in at least {g['watched_point']:.2f} of their person "
+            f"slots, {g['watched_lower']:.2f} at the lower bound, on Winogender and In-Situ (the name's accuracy at "
+            "the median seed, a t over the seeds' logits: no bound of the mean over seeds held near the ceiling, "
+            "docs/group-statistics.md); CoNLL-03 test F1 and test LOCATION recall non-inferior at "
+            f"-{g['f1_margin'] * 100:g} and -{g['location_recall_margin'] * 100:g} points (points, the paired "
+            f"difference's lower bound); {' and '.join(WATCHED_NAMES)} LOCATION in at least {g['place_frames']:.0%} "
+            f"of the probes' place frames (point values: 24 frames a name); the Winogender {g['halved_gap']} "
+            f"difference halved (the upper bound of the paired per-seed condition - {g['gap_share']:g} x baseline "
+            "below 0; these names).", "", markdown_table(pd.DataFrame(columns)), ""]
+
+
 def goal_section(goal: pd.DataFrame, baseline: str) -> list[str]:
     if not len(goal):
         return []
@@ -203,6 +319,7 @@ def goal_section(goal: pd.DataFrame, baseline: str) -> list[str]:
             markdown_table(shown), ""]
 
 
-__all__ = ["GOAL", "PLACE_FRAME_PREFIX", "PLACE_LIKE", "PLACE_RECALL", "UNAMBIGUOUS_SUFFIX", "WATCHED_NAMES", "WATCHED_PREFIX", "ambiguous_names",
+__all__ = ["CONTEXT_GOAL", "CONTEXT_GOAL_CORPORA", "GOAL", "ONE_SIDED", "context_goal_columns", "context_goal_frame",
+           "context_goal_section", "PLACE_FRAME_PREFIX", "PLACE_LIKE", "PLACE_RECALL", "UNAMBIGUOUS_SUFFIX", "WATCHED_NAMES", "WATCHED_PREFIX", "ambiguous_names",
            "goal_frame", "goal_section", "place_frame_statistics", "place_recall_statistic", "read_profile", "restrict", "unambiguous_tables",
            "watched_name_statistics"]

@@ -10,18 +10,23 @@ standard error comes from that fit's residuals. The rule, declared before any ru
 - ``patience_4`` (stopping sooner, for time) joins when the lower end of its effect's two-sided 90% interval
   is above ``-PATIENCE_MARGIN`` points (it costs at most that much dev F1).
 
-Only dev F1 decides; the test split is read once, by the new default's five-seed run afterwards.
+Only dev F1 decides: every job scores test as any training does, but the search never reads it; the new
+default's test F1 is read afterwards, over seeds 1-5.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
+from nerbias.data.conll2003 import EXPECTED_SIZES
 from nerbias.errors import NerbiasError
+from nerbias.fileio import RESOLVED_CONFIG
 from nerbias.reporting.runs import read_metrics, saved_config, select
 
 QUALITY_P = 0.10
@@ -32,36 +37,83 @@ PATIENCE_MARGIN = 0.15  # dev F1 points a shorter patience may cost (declared 20
 class Lever:
     name: str
     key: str          # the resolved config key
-    on: Any           # its value when the lever is on (anything else: off)
+    on: Any           # its value when the lever is on
+    off: Any          # today's value, when it is off
 
 
-LEVERS = (Lever("locked_dropout", "model.locked_dropout", True), Lever("grad_clip_1", "trainer.grad_clip", 1.0),
-          Lever("nadam", "trainer.optimizer._target_", "torch.optim.NAdam"), Lever("patience_4", "trainer.patience", 4))
+LEVERS = (Lever("locked_dropout", "model.locked_dropout", True, False),
+          Lever("grad_clip_1", "trainer.grad_clip", 1.0, 5.0),
+          Lever("nadam", "trainer.optimizer._target_", "torch.optim.NAdam", "torch.optim.Adam"),
+          Lever("patience_4", "trainer.patience", 4, 8))
+DECLARED_SEEDS = (1, 2)  # configs/experiment/recipe_search.yaml: every combination of the levers, each seed
 
 
 def read_search(sweep_dir: str | Path) -> pd.DataFrame:
-    """One row per finished job of the search: its levers (0/1), seed, dev F1 (points), epochs and
-    training seconds (the epochs' sentences over their measured speed)."""
+    """One row per finished job of the search: its levers (0/1), seed, dev F1 (points), epochs, training
+    seconds (the epochs' sentences over their measured speed), the run's seconds (its epochs' wall times,
+    training and dev scoring, where the run recorded them), and the commit and CPU it ran on."""
     rows = []
     for job in sorted(Path(sweep_dir).iterdir()):
         if not (job / "metrics.json").is_file():
             continue
+        if not (job / RESOLVED_CONFIG).is_file() and not (job / ".hydra" / "config.yaml").is_file():
+            raise NerbiasError(f"{job}: a finished job without its saved config ({RESOLVED_CONFIG} or "
+                               ".hydra/config.yaml): its levers are unknown")
         config, metrics = saved_config(job, resolve=True), read_metrics(job)
+        levels = {}
+        for lever in LEVERS:
+            value = select(config, lever.key)
+            if value not in (lever.on, lever.off):
+                raise NerbiasError(f"{job}: {lever.key} is {value!r}, neither of the search's values "
+                                   f"({lever.off!r}, {lever.on!r})")
+            levels[lever.name] = int(value == lever.on)
+        if not isinstance(select(config, "seed"), int):
+            raise NerbiasError(f"{job}: its saved config has no integer seed ({select(config, 'seed')!r})")
         history = metrics.get("history") or []
-        sentences = select(config, "data.max_train_sentences") or 14041
-        rows.append({"job": job.name, "seed": select(config, "seed"),
-                     **{lever.name: int(select(config, lever.key) == lever.on) for lever in LEVERS},
+        sentences = select(config, "data.max_train_sentences") or EXPECTED_SIZES["train"][0]
+        epoch_seconds = [h.get("epoch_seconds") for h in history]
+        platform = metrics.get("platform") or {}
+        rows.append({"job": job.name, "seed": select(config, "seed"), **levels,
                      "dev_f1": 100 * metrics["metrics"]["dev_f1"], "epochs": len(history),
                      "train_seconds": sum(sentences / h["train_sentences_per_second"] for h in history
-                                          if h.get("train_sentences_per_second"))})
+                                          if h.get("train_sentences_per_second")),
+                     "run_seconds": sum(epoch_seconds) if history and None not in epoch_seconds else float("nan"),
+                     "commit": (metrics.get("code") or {}).get("commit"),
+                     "cpu": f"{platform.get('cpu')} ({platform.get('cpu_capability')}, {platform.get('threads')} threads)"})
     if not rows:
         raise NerbiasError(f"{sweep_dir}: no finished job (metrics.json) to read")
     return pd.DataFrame(rows)
 
 
+def design_problems(runs: pd.DataFrame, seeds: tuple[int, ...] = DECLARED_SEEDS) -> list[str]:
+    """What keeps ``runs`` from being the declared search: combinations missing or run twice, seeds outside
+    the declaration, more than one commit or CPU kind (which would mix into the levers' effects)."""
+    names = [lever.name for lever in LEVERS]
+    problems = []
+    counts = runs.groupby(["seed", *names]).size()
+    twice = counts[counts > 1]
+    if len(twice):
+        problems.append(f"{len(twice)} combinations run more than once: "
+                        + "; ".join(str(dict(zip(["seed", *names], key))) for key in twice.index))
+    extra = sorted(set(runs["seed"]) - set(seeds))
+    if extra:
+        problems.append(f"seeds {extra} are not the declared {list(seeds)}")
+    done = set(map(tuple, runs[["seed", *names]].itertuples(index=False)))
+    missing = [(seed, *levels) for seed in seeds for levels in itertools.product((0, 1), repeat=len(names))
+               if (seed, *levels) not in done]
+    if missing:
+        problems.append(f"{len(missing)} of the declared {len(seeds) * 2 ** len(names)} jobs have not finished")
+    for column, what in (("commit", "commits"), ("cpu", "CPU kinds")):
+        if runs[column].nunique(dropna=False) > 1:
+            problems.append(f"the jobs ran at {runs[column].nunique(dropna=False)} {what}: "
+                            + ", ".join(map(str, sorted(runs[column].astype(str).unique()))))
+    return problems
+
+
 def lever_effects(runs: pd.DataFrame) -> pd.DataFrame:
     """Each lever's main effect on dev F1 with its standard error, one-sided p, 90% interval and the
-    declared decision; the same fit on training seconds and epochs beside it."""
+    declared decision; the same fit on training seconds, epochs and (where the runs recorded it) the run's
+    seconds beside it."""
     import statsmodels.formula.api as smf
 
     names = [lever.name for lever in LEVERS]
@@ -71,7 +123,14 @@ def lever_effects(runs: pd.DataFrame) -> pd.DataFrame:
     coded = runs.assign(**{name: runs[name] - 0.5 for name in names})
     formula = " + ".join(names) + " + " + " + ".join(f"{a}:{b}" for i, a in enumerate(names) for b in names[i + 1:])
     formula += " + C(seed)" if runs["seed"].nunique() > 1 else ""
-    fits = {column: smf.ols(f"{column} ~ {formula}", data=coded).fit() for column in ("dev_f1", "train_seconds", "epochs")}
+    timed = ["run_seconds"] if "run_seconds" in runs and runs["run_seconds"].notna().all() else []
+    models = {column: smf.ols(f"{column} ~ {formula}", data=coded)
+              for column in ("dev_f1", "train_seconds", "epochs", *timed)}
+    exog = models["dev_f1"].exog
+    if np.linalg.matrix_rank(exog) < exog.shape[1]:
+        raise NerbiasError(f"the {len(runs)} runs do not separate every lever and pairwise interaction "
+                           "(a combination is missing): no effect to estimate")
+    fits = {column: model.fit() for column, model in models.items()}
     dev = fits["dev_f1"]
     if dev.df_resid < 1:
         raise NerbiasError(f"{len(runs)} runs leave no residual degrees of freedom for the effects' errors")
@@ -84,8 +143,9 @@ def lever_effects(runs: pd.DataFrame) -> pd.DataFrame:
         rows.append({"lever": name, "dev_f1_effect": effect, "se": dev.bse[name], "p_one_sided": one_sided,
                      "ci90_low": lo, "ci90_high": hi, "kept": kept,
                      "train_seconds_effect": fits["train_seconds"].params[name],
-                     "epochs_effect": fits["epochs"].params[name]})
+                     "epochs_effect": fits["epochs"].params[name],
+                     **{f"{column}_effect": fits[column].params[name] for column in timed}})
     return pd.DataFrame(rows)
 
 
-__all__ = ["LEVERS", "PATIENCE_MARGIN", "QUALITY_P", "lever_effects", "read_search"]
+__all__ = ["DECLARED_SEEDS", "LEVERS", "PATIENCE_MARGIN", "QUALITY_P", "design_problems", "lever_effects", "read_search"]

@@ -78,6 +78,10 @@ class TrainerSettings:
         return self.optimizer or torch.optim.Adam
 
 
+# The history's measured times: the same run on another machine or minute differs only in these.
+TIMING_KEYS = ("train_sentences_per_second", "epoch_seconds")
+
+
 # How a training scores its best checkpoint: the whole dev and test splits and test lower-cased; test's
 # predictions, with span confidences, and their calibration.
 BEST_CHECKPOINT_SCORING = Conll2003Benchmark("conll2003", "conll2003", data_dir=None, splits=("dev", "test"),
@@ -297,6 +301,8 @@ class Trainer:
                 record = {"epoch": epoch + 1, "train_loss": total_loss / max(n_batches, 1), "dev_f1": dev_scores["f1"],
                           "dev_sentences": len(data["dev_epoch"]),  # what the early-stopping F1 covers
                           "train_sentences_per_second": n_sentences / train_seconds,
+                          # the epoch's wall time, training and dev scoring: epochs x this is a run's time
+                          "epoch_seconds": time.perf_counter() - started,
                           "lr": optimizer.dense.param_groups[0]["lr"]}
                 history.append(record)
                 improved = dev_scores["f1"] > best_f1

@@ -62,6 +62,9 @@ def test_place_recall_watched_names_and_the_gap_without_ambiguous_names_by_hand(
     study = pd.read_csv(tmp_path / "out" / "study_winogender.csv").set_index(["condition", "metric"])
     assert study.loc[("baseline", "name: Sofia"), "value"] == 0.0
     assert study.loc[("context", "name: Victoria"), "value"] == pytest.approx(0.9)
+    victoria = study.loc[("context", "name: Victoria")]  # one name's mean has no interval; its median seed a bound
+    assert np.isnan(victoria["ci_low"]) and victoria["median_seed"] == pytest.approx(9.5 / 11)  # (9 + .5) / (1 + .5)
+    assert victoria["median_seed_lower"] == pytest.approx(9.5 / 11)  # every seed the same: no spread
     probes = pd.read_csv(tmp_path / "out" / "study_probes.csv").set_index(["condition", "metric"])
     assert probes.loc[("baseline", "place_recall"), "value"] == pytest.approx(0.9)
     assert probes.loc[("context", "place_recall"), "value"] == pytest.approx((9 * 18 + 10) / (10 * 20))
@@ -81,6 +84,9 @@ def test_place_recall_watched_names_and_the_gap_without_ambiguous_names_by_hand(
     assert goal.loc["context", "f1_met"] and goal.loc["context", "watched_met"]
     assert not goal.loc["context", "place_met"] and not goal.loc["context", "met"]  # LOCATION recall -4 points
     assert "## Goal: a condition that reads context" in text
+    assert "## Goal: Sofia in a person's slot (issue 45)" in text
+    context_goal = pd.read_csv(tmp_path / "out" / "context_goal.csv").set_index("condition")
+    assert not context_goal.loc["context", "met"] and not context_goal.loc["context", "watched_met"]  # no In-Situ
     claims = pd.read_csv(tmp_path / "out" / "claims.csv")
     assert set(claims["corpus"]) == {"winogender"}  # the probes and the extra section are not claims
 
@@ -116,3 +122,49 @@ def test_a_profile_without_the_evaluated_names_or_a_group_left_empty_is_an_error
     everything.to_csv(tmp_path / "all_places.csv", index=False)
     with pytest.raises(NerbiasError, match=r"group\(s\) \['Hispanic Female', 'White Female', 'White Male'\] keep"):
         run_study(tmp_path, tmp_path / "out", n_boot=50, name_profile=tmp_path / "all_places.csv", ambiguity=strict)
+
+
+def test_the_context_goal_reads_one_sided_bounds_over_the_paired_seeds():
+    from scipy import stats
+    from nerbias.reporting.intervals import Statistic
+    from nerbias.study.place_names import CONTEXT_GOAL, context_goal_columns, context_goal_frame
+
+    seeds = (1, 2, 3, 4, 5)
+    sofia = Statistic(0.9, seeds, np.array([0.9, 0.85, 0.88, 0.92, 0.95]), bounds=(0.0, 1.0), slots=2459)
+    columns = context_goal_columns("name: Sofia", sofia, None)
+    assert set(columns) == {"median_seed", "median_seed_lower"} and columns["median_seed_lower"] < columns["median_seed"]
+    ours, theirs = np.array([0.900, 0.903, 0.899, 0.905, 0.901]), np.array([0.902, 0.904, 0.900, 0.903, 0.904])
+    f1 = context_goal_columns("test_f1", Statistic(ours.mean(), seeds, ours), Statistic(theirs.mean(), seeds, theirs))
+    d = ours - theirs
+    assert f1["diff_lower_one_sided"] == pytest.approx(d.mean() - stats.t.ppf(0.95, 4) * d.std(ddof=1) / np.sqrt(5))
+    gap_c, gap_b = np.array([0.06, 0.05, 0.07, 0.05, 0.06]), np.array([0.16, 0.17, 0.15, 0.16, 0.17])
+    halving = context_goal_columns("White - Hispanic", Statistic(0.058, seeds, gap_c, slots=40000),
+                                   Statistic(0.162, seeds, gap_b, slots=40000))
+    m = gap_c - 0.5 * gap_b
+    assert halving["halving_upper"] == pytest.approx(m.mean() + stats.t.ppf(0.95, 4) * m.std(ddof=1) / np.sqrt(5))
+    assert context_goal_columns("White - Hispanic", Statistic(0.058, seeds, gap_c, slots=400),
+                                Statistic(0.162, seeds, gap_b, slots=400)) == {}  # too few slots for a t
+    assert context_goal_columns("test_f1", Statistic(0.9, (1, 2, 3), ours[:3]), Statistic(0.9, (1, 2, 4), theirs[:3])) == {}
+
+    def frames(sofia_point=0.9, sofia_lower=0.82, f1_lower=-0.002, loc_lower=-0.004, frames_share=0.96, upper=-0.01):
+        name_rows = [{"metric": f"name: {n}", "median_seed": p, "median_seed_lower": low}
+                     for n, p, low in (("Sofia", sofia_point, sofia_lower), ("Victoria", 0.9, 0.85))]
+        winogender = pd.DataFrame(
+            [{"condition": "x", **r} for r in name_rows]
+            + [{"condition": "x", "metric": "test_f1", "diff": 0.0, "diff_lower_one_sided": f1_lower},
+               {"condition": "x", "metric": "test_recall_LOC", "diff": 0.0, "diff_lower_one_sided": loc_lower},
+               {"condition": "x", "metric": "White - Hispanic", "value": 0.05, "halving_upper": upper},
+               {"condition": "baseline", "metric": "White - Hispanic", "value": 0.16}])
+        insitu = pd.DataFrame([{"condition": "x", **r, "median_seed": 0.9, "median_seed_lower": 0.84} for r in name_rows])
+        probes = pd.DataFrame([{"condition": "x", "metric": f"LOCATION in place frames: {n}", "value": frames_share}
+                               for n in ("Sofia", "Victoria")])
+        return {"winogender": winogender, "insitu": insitu, "probes": probes}
+
+    assert context_goal_frame(frames(), "baseline")["met"].tolist() == [True]
+    for spoiled in ({"sofia_point": 0.85}, {"sofia_lower": 0.79}, {"f1_lower": -0.0031}, {"loc_lower": -0.0051},
+                    {"frames_share": 0.94}, {"upper": 0.001}, {"upper": np.nan}):
+        assert context_goal_frame(frames(**spoiled), "baseline")["met"].tolist() == [False], spoiled
+    no_insitu = frames()
+    del no_insitu["insitu"]
+    assert not context_goal_frame(no_insitu, "baseline")["watched_met"].iloc[0]  # unmeasured: not met
+    assert CONTEXT_GOAL["watched_point"] == 0.86 and CONTEXT_GOAL["watched_lower"] == 0.80

@@ -13,12 +13,12 @@ import yaml
 
 from helpers import compose_config, run_script
 from nerbias.errors import NerbiasError
-from nerbias.study.recipe import LEVERS, lever_effects, read_search
+from nerbias.study.recipe import LEVERS, design_problems, lever_effects, read_search
 
 TRUE_EFFECTS = {"locked_dropout": 0.40, "grad_clip_1": 0.0, "nadam": -0.30, "patience_4": -0.05}  # dev F1 points
 
 
-def write_search(root, effects=TRUE_EFFECTS, noise=0.05, seeds=(1, 2), only=None):
+def write_search(root, effects=TRUE_EFFECTS, noise=0.05, seeds=(1, 2), only=None, commit=lambda seed, levels: "abc"):
     rng = np.random.default_rng(0)
     values = {"locked_dropout": (False, True), "grad_clip_1": (5.0, 1.0),
               "nadam": ("torch.optim.Adam", "torch.optim.NAdam"), "patience_4": (8, 4)}
@@ -36,8 +36,10 @@ def write_search(root, effects=TRUE_EFFECTS, noise=0.05, seeds=(1, 2), only=None
         job = root / f"job-{seed}-{''.join(map(str, levels))}"
         job.mkdir(parents=True)
         (job / "config_resolved.yaml").write_text(yaml.safe_dump(config))
-        (job / "metrics.json").write_text(json.dumps({"metrics": {"dev_f1": dev / 100, "test_f1": 0.5},
-                                                      "history": [{"train_sentences_per_second": 14041.0}] * epochs}))
+        (job / "metrics.json").write_text(json.dumps({
+            "metrics": {"dev_f1": dev / 100, "test_f1": 0.5}, "code": {"commit": commit(seed, levels)},
+            "platform": {"cpu": "Xeon", "cpu_capability": "AVX512", "threads": 2},
+            "history": [{"train_sentences_per_second": 14041.0, "epoch_seconds": 1.5}] * epochs}))
     return root
 
 
@@ -63,6 +65,7 @@ def test_each_effect_is_recovered_and_the_declared_rule_keeps_what_it_should(tmp
                                          "patience_4": True}
     assert effects.loc["patience_4", "epochs_effect"] == pytest.approx(-10)  # and the time it saves
     assert effects.loc["patience_4", "train_seconds_effect"] == pytest.approx(-10)
+    assert effects.loc["patience_4", "run_seconds_effect"] == pytest.approx(-15)  # training and dev, 1.5 s an epoch
 
 
 def test_a_shorter_patience_that_costs_more_than_the_margin_is_not_kept(tmp_path):
@@ -89,6 +92,40 @@ def test_the_script_prints_the_effects_and_the_new_default(tmp_path):
     empty.mkdir()
     refused = run_script("scripts/recipe_search.py", [str(empty)])
     assert refused.returncode == 2 and refused.stderr.startswith("error: ")
+
+
+def test_only_the_declared_search_is_decided_and_an_unfinished_one_is_marked_provisional(tmp_path):
+    half = write_search(tmp_path / "half", seeds=(1,))
+    refused = run_script("scripts/recipe_search.py", [str(half)])
+    assert refused.returncode == 2 and "16 of the declared 32 jobs have not finished" in refused.stderr
+    provisional = run_script("scripts/recipe_search.py", [str(half), "--partial", "--csv", str(tmp_path / "e.csv")])
+    assert provisional.returncode == 3, provisional.stderr
+    assert "PROVISIONAL, no decision" in provisional.stdout and "the new default" not in provisional.stdout
+    assert not (tmp_path / "e.csv").exists()  # nothing written that looks like a decision
+
+    mixed = read_search(write_search(tmp_path / "mixed", commit=lambda seed, levels: "abc" if seed == 1 else "def"))
+    assert design_problems(mixed) == ["the jobs ran at 2 commits: abc, def"]
+    twice = write_search(tmp_path / "twice")
+    copy = twice / "job-1-0000-again"
+    copy.mkdir()
+    for name in ("config_resolved.yaml", "metrics.json"):
+        (copy / name).write_text((twice / "job-1-0000" / name).read_text())
+    assert design_problems(read_search(twice))[0].startswith("1 combinations run more than once")
+
+
+def test_a_value_outside_the_search_a_job_without_config_or_an_aliased_design_is_refused(tmp_path):
+    sweep = write_search(tmp_path / "sweep")
+    config = sweep / "job-1-0000" / "config_resolved.yaml"
+    config.write_text(config.read_text().replace("grad_clip: 5.0", "grad_clip: 2.0"))
+    with pytest.raises(NerbiasError, match=r"job-1-0000: trainer.grad_clip is 2.0, neither"):
+        read_search(sweep)
+    config.unlink()
+    with pytest.raises(NerbiasError, match="job-1-0000: a finished job without its saved config"):
+        read_search(sweep)
+    # the half fraction with every lever's level summing to even: each pairwise interaction is aliased with another
+    aliased = read_search(write_search(tmp_path / "aliased", seeds=(1,), only=lambda levels: sum(levels) % 2 == 0))
+    with pytest.raises(NerbiasError, match="do not separate every lever"):
+        lever_effects(aliased)
 
 
 def test_the_effects_90_percent_interval_covers_the_true_effect_about_90_percent_of_the_time():

@@ -36,7 +36,7 @@ def train(data_dir: Path, out: Path, extra: list[str] = ()) -> dict:
 def saved(out: Path) -> tuple[dict, list[dict]]:
     """metrics.json's metrics and history, without the speed (the only thing that may differ)."""
     payload = json.loads((out / "metrics.json").read_text())
-    return payload["metrics"], [{k: v for k, v in h.items() if k != "train_sentences_per_second"}
+    return payload["metrics"], [{k: v for k, v in h.items() if k not in trainer.TIMING_KEYS}
                                 for h in payload["history"]]
 
 
