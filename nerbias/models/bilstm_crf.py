@@ -152,13 +152,15 @@ def effective_model_options(options: Mapping[str, Any]) -> dict[str, Any]:
     Configs and checkpoints written before ``char_encoder`` existed said ``char_cnn: true|false``;
     that becomes ``char_encoder: cnn|None``. The options of a character encoder not in use are dropped,
     so two runs that differ only in them compare equal (``check_same_run``); so are ``kernels:
-    reference`` and ``locked_dropout: false``, which is what a config or checkpoint without the key ran.
+    reference``, ``locked_dropout: false`` and ``freeze_chars: false``, which is what a config or checkpoint
+    without the key ran.
     """
     values = dict(options)
     if values.get("kernels") == TaggerConfig.kernels:
         del values["kernels"]
-    if values.get("locked_dropout") is False:
-        del values["locked_dropout"]
+    for key in ("locked_dropout", "freeze_chars"):
+        if values.get(key) is False:
+            del values[key]
     if "char_cnn" in values:
         legacy = values.pop("char_cnn")
         values.setdefault("char_encoder", "cnn" if legacy else None)
@@ -247,7 +249,7 @@ def build_char_encoder(num_chars: int, char_encoder: str | None, char_dim: int, 
 
 # What the word + character embedder's options may be (the ``model`` group holds them).
 WORD_CHAR_RULES: dict[str, Rule] = {
-    "word_dropout": FRACTION_BELOW_ONE, "char_lstm_hidden": POSITIVE_INTEGER,
+    "word_dropout": FRACTION_BELOW_ONE, "char_lstm_hidden": POSITIVE_INTEGER, "freeze_chars": BOOLEAN,
     "char_encoder": one_of("cnn", "lstm", None, description="cnn, lstm or null (no character features)")}
 
 
@@ -265,12 +267,14 @@ class WordCharEmbedder(nn.Module):
     def __init__(self, words: Vocabulary, chars: Vocabulary, word_dim: int = 50, freeze_words: bool = False,
                  char_encoder: str | None = "cnn", char_dim: int = 30, char_filters: int = 50,
                  char_widths: Sequence[int] = (3,), char_lstm_hidden: int = 25, word_dropout: float = 0.05,
-                 sparse_word_gradients: bool = True):
+                 sparse_word_gradients: bool = True, freeze_chars: bool = False):
         # char_encoder: "cnn" (Ma & Hovy 2016), "lstm" (Lample et al. 2016) or None; char_filters and
         # char_widths are the CNN's, char_lstm_hidden (per direction) the BiLSTM's. word_dropout: the
         # chance a training token is replaced by <unk>, so <unk> is learned. sparse_word_gradients:
         # 400k-row tables update only the rows a batch uses. The table starts random; pretrained
-        # values are loaded over it (build_token_embedder's ``initial``).
+        # values are loaded over it (build_token_embedder's ``initial``). freeze_chars: the character
+        # encoder keeps its initial (random) weights, so a token's features can only change through its
+        # word vector and the layers above (one reading of Ghaddar et al.'s frozen feature extractor).
         super().__init__()
         self.check_values({"word_dropout": word_dropout, "char_lstm_hidden": char_lstm_hidden})
         self.unk_index = words.unk_index
@@ -279,6 +283,8 @@ class WordCharEmbedder(nn.Module):
         self.words.weight.requires_grad_(not freeze_words)
         self.chars = build_char_encoder(len(chars), char_encoder, char_dim, char_filters, char_widths,
                                         char_lstm_hidden)
+        if self.chars is not None:
+            self.chars.requires_grad_(not freeze_chars)
         self.output_dim = word_dim + (self.chars.output_dim if self.chars is not None else 0)
 
     @classmethod
@@ -322,6 +328,7 @@ class ModelOptions:
     constrain_transitions: bool = True
     kernels: str = "fused"
     locked_dropout: bool = False       # one dropout mask per sentence, the same at every step (TaggerConfig)
+    freeze_chars: bool = False         # the character encoder keeps its initial weights (WordCharEmbedder)
 
     def __post_init__(self) -> None:
         self.check_values(vars(self))

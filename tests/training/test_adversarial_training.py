@@ -366,3 +366,61 @@ def test_bad_values_of_the_new_options_stop_before_any_work(override, message):
 
     with pytest.raises(ConfigError, match=message):
         validate_config(compose_config("train", ["augment/name_pool=ambiguous", override]))
+
+
+# ---------------------------------------------------------------------------- issue 45's options at the model's input
+
+
+def _lstm_input(tagger: NerTagger, sentence: Sentence) -> tuple[object, torch.Tensor]:
+    """The batch a training step builds from ``sentence`` and what the BiLSTM receives from it (in training
+    mode, dropout off): word and character features, or the noise vector where a mention carries noise."""
+    batch = next(iterate_batches([sentence], tagger.encoder, batch_size=1))
+    seen = []
+    hook = tagger.model.dropout.register_forward_pre_hook(lambda module, args: seen.append(args[0].detach().clone()))
+    tagger.model.train()
+    tagger.model.loss(batch.words, batch.chars, batch.mask, batch.tags, noise=batch.noise)
+    hook.remove()
+    return batch, seen[0][0]
+
+
+def _characters(ids: torch.Tensor) -> list[int]:
+    """A token's character ids without the batch's padding (batches pad to their longest word)."""
+    return [int(i) for i in ids if i != 0]
+
+
+@pytest.mark.parametrize("option", ["adversarial_context_per_side", "mention_mask", "place_names"])
+def test_each_of_ghaddars_options_reaches_both_input_channels_of_exactly_the_chosen_mentions(option, one_thread):
+    sentences = {"adversarial_context_per_side": TRAIN[2],  # MISC 0 words left, Anna Smith 3 / 3, Rome 5 / 1
+                 "mention_mask": Sentence(("Sofia", "said", "that", "the", "UN", "met", "in", "Rome", ".", "x"),
+                                          (Span(0, 1, "PER"), Span(4, 5, "ORG"), Span(7, 8, "LOC"))),
+                 "place_names": TRAIN[0]}
+    augmentations = {"adversarial_context_per_side": Augmentation(adversarial=1.0, adversarial_context_per_side=True),
+                     "mention_mask": Augmentation(mention_mask=1.0),
+                     "place_names": Augmentation(place_names=1.0, name_pool=("Victoria",))}
+    chosen = {"adversarial_context_per_side": [3, 4], "mention_mask": [0], "place_names": [2]}[option]
+    original = sentences[option]
+    augmented = augmentations[option].epoch([original], seed=3, epoch=1)[0]
+    torch.manual_seed(0)
+    tagger = NerTagger.build(TRAIN + [sentences["mention_mask"], Sentence(("Victoria",), ())], CHAR_MODELS["cnn"],
+                             noise_types=["PER", "LOC", "ORG", "MISC"])
+    batch, lstm_input = _lstm_input(tagger, augmented)
+    plain, own = _lstm_input(tagger, original)
+    with torch.no_grad():
+        features = tagger.model.embedder.features(batch.words, batch.chars)[0]
+    for position in range(len(original.tokens)):
+        if position not in chosen:  # every other token reaches the model exactly as without the option
+            assert batch.words[0, position] == plain.words[0, position], position
+            assert _characters(batch.chars[0, position]) == _characters(plain.chars[0, position]), position
+            assert torch.allclose(lstm_input[position], own[position], atol=1e-6), position
+        elif option == "adversarial_context_per_side":  # the noise vector of a wrong type replaces both channels
+            kind = augmented.noise[position]
+            assert kind not in (None, "PER")
+            assert torch.equal(lstm_input[position], tagger.model.mention_noise.weight[tagger.encoder.noise_ids[kind]])
+        elif option == "mention_mask":  # the <unk> word and no characters
+            assert batch.words[0, position] == tagger.words.unk_index and int(batch.chars[0, position].abs().sum()) == 0
+            assert torch.equal(lstm_input[position], features[position])
+        else:  # the pool name's own word id and characters in the place's slot, the LOC label kept
+            alone = tagger.encoder.batch([["Victoria"]])
+            assert batch.words[0, position] == alone.words[0, 0] != tagger.words.unk_index
+            assert _characters(batch.chars[0, position]) == _characters(alone.chars[0, 0])
+            assert augmented.spans == original.spans

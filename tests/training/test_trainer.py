@@ -208,3 +208,23 @@ def test_a_refused_rerun_leaves_the_runs_hydra_record_as_it_was(tmp_path):
     assert refused.returncode == 2 and "was trained with seed=42, this run has seed=7" in refused.stderr
     assert {name: (run_dir / ".hydra" / name).read_text() for name in record} == record
     assert "seed: 42" in (run_dir / "config_resolved.yaml").read_text()
+
+
+@pytest.mark.slow
+def test_frozen_word_vectors_and_character_encoder_stay_as_they_started(tiny_data_dir, tmp_path):
+    """Issue 45's freezing: ``embeddings.freeze`` keeps the word table, ``model.freeze_chars`` the character
+    CNN, at their initial values while the layers above train; without them both move."""
+    def weights(name: str, epochs: int, extra: list[str]) -> dict[str, torch.Tensor]:
+        train_in_process(tiny_data_dir, tmp_path / name, ["trainer.patience=10", f"trainer.max_epochs={epochs}", *extra])
+        return load_checkpoint(tmp_path / name / "checkpoints" / "last.pt")["model_state"]
+
+    frozen = ["embeddings.freeze=true", "model.freeze_chars=true"]
+    one, two = weights("frozen1", 1, frozen), weights("frozen2", 2, frozen)
+    moving_one, moving_two = weights("moving1", 1, []), weights("moving2", 2, [])
+    feature_keys = [k for k in two if k.startswith(("embedder.words.", "embedder.chars."))]
+    assert any(k.startswith("embedder.chars.") for k in feature_keys) and "embedder.words.weight" in feature_keys
+    for key in feature_keys:
+        assert torch.equal(one[key], two[key]), key
+        assert not torch.equal(moving_one[key], moving_two[key]), key  # the control: unfrozen, they train
+    lstm = [k for k in two if k.startswith("lstm.")]
+    assert lstm and all(not torch.equal(one[k], two[k]) for k in lstm)  # the tagger above them trains
