@@ -211,3 +211,19 @@ def test_debiased_training_writes_the_diagnostic(tmp_path):
     assert max(before["mean_abs_cosine"].values()) > 0.05
     assert trained["source"] == "best.pt" and trained["names"] == 3 and trained["mean_abs_projection"] is not None
     assert set(trained["classifier"]) == {"group"}  # the list has no gender or race column
+
+
+def test_both_roles_puts_each_pool_string_about_as_often_in_places_as_in_persons(shared_data):
+    """configs/selection/both_roles.yaml's place_names is names x (one-token PER / one-token LOC mentions of
+    CoNLL-03 train), so an epoch fills as many place slots as person slots with the pool (to its 2 digits)."""
+    from helpers import compose_config
+    from nerbias.data.conll import read_conll
+
+    train = read_conll(shared_data / "conll2003" / "eng.train")
+    one_token = {label: sum(1 for s in train for span in s.spans if span.label == label and span.end - span.start == 1)
+                 for label in ("PER", "LOC")}
+    cfg = compose_config("train", ["experiment=context_selection", "selection=both_roles"]).augment
+    person_slots, place_slots = cfg.names * one_token["PER"], cfg.place_names * one_token["LOC"]
+    assert (one_token["PER"], one_token["LOC"]) == (2316, 6099)  # the counts docs/context_training.md quotes
+    assert cfg.place_names == round(cfg.names * one_token["PER"] / one_token["LOC"], 2)
+    assert abs(place_slots - person_slots) / person_slots < 0.01
