@@ -227,3 +227,27 @@ def test_both_roles_puts_each_pool_string_about_as_often_in_places_as_in_persons
     assert (one_token["PER"], one_token["LOC"]) == (2316, 6099)  # the counts docs/context_training.md quotes
     assert cfg.place_names == round(cfg.names * one_token["PER"] / one_token["LOC"], 2)
     assert abs(place_slots - person_slots) / person_slots < 0.01
+
+
+@pytest.mark.slow
+def test_a_run_with_ghaddars_options_resumed_after_an_epoch_ends_as_the_straight_run(tiny_data_dir, tmp_path):
+    """Issue 45's options draw from (seed, epoch): stopping after epoch 1 and resuming gives the straight run."""
+    from nerbias.tasks import run_training
+    from nerbias.training.trainer import TIMING_KEYS
+
+    pool = tmp_path / "pool.txt"
+    pool.write_text("Zora\nQuincy\nBertram\n")
+    options = ["augment.adversarial=0.8", "augment.adversarial_context=1", "augment.adversarial_context_per_side=true",
+               "augment.mention_mask=0.5", "augment.mention_mask_following=1", "augment.place_names=0.5",
+               f"augment.name_pool.source={pool}", "model.freeze_chars=true", "trainer.patience=10"]
+
+    def run(name: str, extra: list[str]) -> tuple[dict, list[dict]]:
+        out = tmp_path / name
+        run_training(compose_config("train", tiny_train_overrides(tiny_data_dir) + options + extra +
+                                    [f"paths.output_dir={out}"]), out)
+        payload = json.loads((out / "metrics.json").read_text())
+        return payload["metrics"], [{k: v for k, v in h.items() if k not in TIMING_KEYS} for h in payload["history"]]
+
+    straight = run("straight", ["trainer.max_epochs=2"])
+    run("split", ["trainer.max_epochs=1"])
+    assert run("split", ["trainer.max_epochs=2", "trainer.resume=true"]) == straight
