@@ -38,7 +38,7 @@ def timed_training(tree: Path, run_dir: Path, seed: int, overrides: list[str]) -
                                                          "peak_rss_mb": usage.ru_maxrss / 1024}))
     timing = json.loads((run_dir / "timing.json").read_text())
     metrics = json.loads((run_dir / "metrics.json").read_text())
-    return {**timing, "epochs": len(metrics["history"]), "best_epoch": metrics["metrics"]["best_epoch"] + 1,
+    return {**timing, "epochs": len(metrics["history"]), "best_epoch": metrics["metrics"]["best_epoch"],
             "dev_f1": metrics["metrics"]["dev_f1"], "test_f1": metrics["metrics"]["test_f1"],
             "commit": (metrics.get("code") or {}).get("commit", "?")[:7], "cpu": metrics.get("platform", {}).get("cpu")}
 

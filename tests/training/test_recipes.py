@@ -27,6 +27,10 @@ from nerbias.testing import one_thread
 from nerbias.training.trainer import TIMING_KEYS
 
 REFERENCE = json.loads((Path(__file__).parent / "recipe_v1_reference.json").read_text())
+# The same at v1's own batch size and rate, stopped early by patience (6 of 30 epochs; best epoch 4): made as
+# above at 2b4ac39 with EARLY_STOP's overrides and ``epochs=30``.
+EARLY_STOP = ["trainer.batch_size=32", "trainer.optimizer.lr=0.001", "trainer.max_epochs=30", "trainer.patience=2"]
+EARLY_STOP_REFERENCE = json.loads((Path(__file__).parent / "recipe_v1_early_stop_reference.json").read_text())
 
 
 def tiny_run(tmp_path: Path, extra: list[str]) -> dict:
@@ -41,15 +45,19 @@ def same_platform(platform: dict) -> bool:
     return all(platform.get(key) == REFERENCE["platform"][key] for key in ("cpu_capability", "torch", "threads"))
 
 
-def test_recipe_v1_reproduces_the_run_of_the_code_before_recipes(tmp_path):
-    payload = tiny_run(tmp_path, ["recipe=v1"])
+@pytest.mark.parametrize("extra, reference", [([], REFERENCE), (EARLY_STOP, EARLY_STOP_REFERENCE)],
+                         ids=["smoke", "early_stop"])
+def test_recipe_v1_reproduces_the_run_of_the_code_before_recipes(tmp_path, extra, reference):
+    payload = tiny_run(tmp_path, ["recipe=v1", *extra])
     history = [{k: v for k, v in h.items() if k not in TIMING_KEYS} for h in payload["history"]]
+    reference_history = [{k: v for k, v in h.items() if k not in TIMING_KEYS} for h in reference["history"]]
+    assert len(history) == len(reference_history)  # the same epochs, early stopping included
     if same_platform(payload["platform"]):  # the same kernels: every float to the last digit
-        assert payload["metrics"] == REFERENCE["metrics"]
-        assert history == REFERENCE["history"]
+        assert payload["metrics"] == reference["metrics"]
+        assert history == reference_history
     else:  # another CPU kind or torch: its own rounding, so the losses to 6 digits, the counts exactly
-        assert payload["metrics"]["best_epoch"] == REFERENCE["metrics"]["best_epoch"]
-        assert [h["train_loss"] for h in history] == pytest.approx([h["train_loss"] for h in REFERENCE["history"]],
+        assert payload["metrics"]["best_epoch"] == reference["metrics"]["best_epoch"]
+        assert [h["train_loss"] for h in history] == pytest.approx([h["train_loss"] for h in reference_history],
                                                                     rel=1e-6)
 
 
