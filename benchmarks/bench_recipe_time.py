@@ -50,7 +50,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
     parser.add_argument("--out", type=Path, required=True, help="folder for the runs (kept: a rerun reads them)")
     parser.add_argument("overrides", nargs="*", help="train.py overrides for both (none: each commit's default)")
-    args = parser.parse_args()
+    args = parser.parse_intermixed_args()  # overrides may follow the options
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     for seed in args.seeds:
