@@ -36,6 +36,9 @@ def timed_training(tree: Path, run_dir: Path, seed: int, overrides: list[str]) -
             raise SystemExit(f"error: {' '.join(command)} in {tree} failed; see {log.name}")
         (run_dir / "timing.json").write_text(json.dumps({"wall_seconds": time.perf_counter() - started,
                                                          "peak_rss_mb": usage.ru_maxrss / 1024}))
+    if not (run_dir / "timing.json").is_file():
+        raise SystemExit(f"error: {run_dir} has a finished run but no timing.json (not timed here); remove the "
+                         "folder to time it again")
     timing = json.loads((run_dir / "timing.json").read_text())
     metrics = json.loads((run_dir / "metrics.json").read_text())
     return {**timing, "epochs": len(metrics["history"]), "best_epoch": metrics["metrics"]["best_epoch"],

@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(runs)} finished jobs, seeds {sorted(runs['seed'].unique())}; dev F1 (points) "
           f"{runs['dev_f1'].min():.2f}-{runs['dev_f1'].max():.2f}; commit {', '.join(map(str, runs['commit'].unique()))}; "
           f"{', '.join(runs['cpu'].unique())}")
-    print(effects.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    shown = effects.drop(columns="kept") if problems else effects  # a provisional table decides nothing
+    print(shown.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(f"rule: a quality lever joins when its effect > 0 with one-sided p < {QUALITY_P}; patience_4 when its "
           f"90% interval's low end > -{PATIENCE_MARGIN}")
     if problems:

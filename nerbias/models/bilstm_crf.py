@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from nerbias.building import build
 from nerbias.data.vocab import Vocabulary
 from nerbias.models.crf import ConstrainedCRF
+from nerbias.errors import NerbiasError
 from nerbias.validation import BOOLEAN, FRACTION_BELOW_ONE, POSITIVE_INTEGER, Rule, check_values, one_of
 
 
@@ -283,6 +284,9 @@ class WordCharEmbedder(nn.Module):
         self.words.weight.requires_grad_(not freeze_words)
         self.chars = build_char_encoder(len(chars), char_encoder, char_dim, char_filters, char_widths,
                                         char_lstm_hidden)
+        if freeze_chars and self.chars is None:
+            raise NerbiasError("model.freeze_chars=true, but model.char_encoder is null: there is no character "
+                               "encoder to freeze")
         if self.chars is not None:
             self.chars.requires_grad_(not freeze_chars)
         self.output_dim = word_dim + (self.chars.output_dim if self.chars is not None else 0)

@@ -228,6 +228,10 @@ class ElmoEmbeddings:
         """The encoder of the resolved biLM options (the ``model`` options are the BiLSTM's only)."""
         from nerbias.models.elmo import ELMO_EMBEDDER
 
+        if model.get("freeze_chars"):
+            raise NerbiasError("model.freeze_chars=true: an ELMo tagger has no character encoder of its own (its "
+                               "biLM reads the characters); freeze the biLM with embeddings.freeze_lm=true")
+
         return {"_target_": ELMO_EMBEDDER, "options": copy.deepcopy(self._resolve()[0]),
                 "freeze_lm": bool(self.spec["freeze_lm"]),
                 "dropout": float(self.spec["dropout"])}

@@ -29,10 +29,10 @@ seed (10,000 with 2 seeds, 2,000 with 3 or more; docs/group-statistics.md, "Few 
 
 **One name's accuracy** (Sofia's in her person slots) spreads over seeds on the logit scale, so near the
 ceiling its per-seed values are skewed and no t of their mean holds (a one-sided 95 % lower bound covers
-0.84-0.92 at 0.86-0.99 with the seeds' logit sd 0.8-1.2). ``median_seed_lower_bound`` takes the name's
-accuracy *at the median seed* (the mean of the per-seed logits, mapped back) and a t over those logits: its
-lower bound covers 0.93-0.97 for accuracies of 0.5-0.9 (the region a test against a margin of 0.8 needs),
-302 or 2,459 slots a seed and 3-10 seeds (``reporting.group_coverage.median_seed_coverage``). With few
+0.77-0.95 at accuracies of 0.8-0.95 with the seeds' logit sd 0.2-1.2). ``median_seed_lower_bound`` takes the
+name's accuracy *at the median seed* (the mean of the per-seed logits, mapped back) and a t over those logits:
+its lower bound covers 0.932-0.975 for accuracies of 0.5-0.95 (the region a test against a margin of 0.8
+needs), 302 or 2,459 slots a seed and 3-10 seeds (``reporting.group_coverage.median_seed_coverage``). With few
 expected errors or hits a seed (under about 5) the 0.5 added to the counts biases it: it is a test at a
 margin in the middle of the scale, not an interval for every name.
 
@@ -104,11 +104,13 @@ def _t_interval(value: float, variance: float, df: float, confidence: float, cov
     return GroupInterval(float(value), float(value - half), float(value + half), covers, se, float(df))
 
 
-def median_seed_lower_bound(accuracy: np.ndarray, slots: float, confidence: float) -> tuple[float, float]:
+def median_seed_lower_bound(accuracy: np.ndarray, slots: float | np.ndarray, confidence: float
+                            ) -> tuple[float, float]:
     """One name's accuracy at the median seed and its one-sided lower bound at ``confidence``, from its
-    per-seed ``accuracy`` on ``slots`` slots a seed (module docstring): a t over the seeds of
-    log((hits + 0.5) / (misses + 0.5)), mapped back. The bound is NaN from fewer than 2 seeds."""
+    per-seed ``accuracy`` on ``slots`` slots a seed (one count, or one a seed; module docstring): a t over the
+    seeds of log((hits + 0.5) / (misses + 0.5)), mapped back. The bound is NaN from fewer than 2 seeds."""
     accuracy = np.asarray(accuracy, dtype=np.float64)
+    slots = np.asarray(slots, dtype=np.float64)
     hits = accuracy * slots
     logits = np.log((hits + 0.5) / (slots - hits + 0.5))
     point = float(special.expit(logits.mean()))

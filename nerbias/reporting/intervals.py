@@ -82,6 +82,8 @@ class Statistic:
     name_values: np.ndarray | None = None
     # the fewest slots (sentences) any seed gave its names: whether a t over the seeds holds (group_effects)
     slots: float | None = None
+    # each seed's slots, where they may differ (one name's figure: group_effects.median_seed_lower_bound)
+    seed_slots: np.ndarray | None = None
 
     @property
     def covers(self) -> str:

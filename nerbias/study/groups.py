@@ -20,7 +20,7 @@ from nerbias.reporting.group_effects import (MIN_ACCURACY, MIN_NAMES, NONE, cont
                                              names_like_these_interval, seed_interval_holds, simultaneous_contrasts)
 from nerbias.reporting.intervals import (COVERS_BOTH, COVERS_NAMES, COVERS_THESE_NAMES, NO_INTERVAL, ONE_SEED, Interval,
                                          Statistic, seed_only_interval)
-from nerbias.study.place_names import GOAL, PLACE_FRAME_PREFIX, WATCHED_PREFIX
+from nerbias.study.place_names import GOAL, PLACE_FRAME_PREFIX
 from nerbias.study.runs import RACE_GAP_PREFIX, Figures
 from nerbias.reporting.tables import markdown_table
 
@@ -34,7 +34,7 @@ def group_level_metrics(figures: Figures) -> set[str]:
     """The figures of one group (or of one race's pool against another): their intervals come from
     ``reporting.group_effects`` (docs/group-statistics.md), not from the name bootstrap, which undercovers them."""
     return ({*figures.groups, *(CALIBRATION_PREFIX + g for g in figures.groups)}
-            | {m for m in figures.statistics if m.startswith((RACE_GAP_PREFIX, WATCHED_PREFIX, PLACE_FRAME_PREFIX))})
+            | {m for m in figures.statistics if m.startswith((RACE_GAP_PREFIX, PLACE_FRAME_PREFIX))})
 
 
 def group_level_interval(first: Statistic, confidence: float, base: Statistic | None = None,

@@ -3,7 +3,8 @@
 - ``place_recall_statistic``: LOCATION recall in the probes' place contexts (``corpus=probes``), all names
   pooled, with the same two-level interval as PERSON recall.
 - ``watched_name_statistics``: the accuracy of each watched name (``WATCHED_NAMES``: Sofia and Victoria,
-  tagged LOC in nearly every Winogender slot by the baseline) on every names corpus, seed-only intervals.
+  tagged LOC in nearly every Winogender slot by the baseline) on every names corpus: the mean over seeds, a
+  point value (no t of one name's mean held, ``group_effects``), and its median seed with a lower bound.
 - ``place_frame_statistics``: places that stay places (issue 45): in the probes' place frames, the share of
   each watched name's slots tagged LOCATION, and of the list's place-like names pooled.
 - ``unambiguous_tables``: each condition's per-name table without the names the ambiguity rule marks
@@ -65,15 +66,16 @@ def place_recall_statistic(table: NameTable, every: np.ndarray, drawn: np.ndarra
 
 
 def watched_name_statistics(table: NameTable, seeds: tuple[int, ...]) -> dict[str, Statistic]:
-    """``name: <name>`` -> that name's accuracy, per seed (a figure of one name: these names, an interval over
-    the seeds where its slots allow one, ``group_effects.seed_interval_holds``)."""
+    """``name: <name>`` -> that name's accuracy, per seed, and the fewest slots a seed gave it (the study prints
+    the mean without an interval and ``context_goal_columns`` its median seed with a lower bound)."""
     out = {}
     for name in WATCHED_NAMES:
         if name in table.names:
             column = table.names.index(name)
             values = table.values("accuracy")[:, column]
             out[WATCHED_PREFIX + name] = Statistic(float(values.mean()), seeds, values, bounds=(0.0, 1.0),
-                                                   slots=float(table.sentences[:, column].min()))
+                                                   slots=float(table.sentences[:, column].min()),
+                                                   seed_slots=np.asarray(table.sentences[:, column], dtype=float))
     return out
 
 
@@ -191,7 +193,8 @@ def context_goal_columns(metric: str, statistic: Statistic, base: Statistic | No
     a seed-only figure's (CoNLL-03) paired difference's one-sided lower bound; the halving of
     ``CONTEXT_GOAL["halved_gap"]``'s upper bound. Empty where the figure is none of these or the seeds differ."""
     if metric.startswith(WATCHED_PREFIX) and statistic.slots:
-        point, lower = median_seed_lower_bound(statistic.seed_values, statistic.slots, confidence)
+        slots = statistic.seed_slots if statistic.seed_slots is not None else statistic.slots
+        point, lower = median_seed_lower_bound(statistic.seed_values, slots, confidence)
         return {"median_seed": point, "median_seed_lower": lower}
     if base is None or tuple(statistic.seeds) != tuple(base.seeds) or len(statistic.seeds) < 2:
         return {}

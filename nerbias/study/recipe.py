@@ -50,8 +50,9 @@ DECLARED_SEEDS = (1, 2)  # configs/experiment/recipe_search.yaml: every combinat
 
 def read_search(sweep_dir: str | Path) -> pd.DataFrame:
     """One row per finished job of the search: its levers (0/1), seed, dev F1 (points), epochs, training
-    seconds (the epochs' sentences over their measured speed), the run's seconds (its epochs' wall times,
-    training and dev scoring, where the run recorded them), and the commit and CPU it ran on."""
+    seconds (the epochs' sentences over their measured speed), the epochs' seconds (their wall times of
+    training and dev scoring, where the run recorded them; checkpoint writes, start-up and the final scoring
+    are not in it: benchmarks/bench_recipe_time.py times a whole run), and the commit and CPU it ran on."""
     rows = []
     for job in sorted(Path(sweep_dir).iterdir()):
         if not (job / "metrics.json").is_file():
@@ -77,7 +78,7 @@ def read_search(sweep_dir: str | Path) -> pd.DataFrame:
                      "dev_f1": 100 * metrics["metrics"]["dev_f1"], "epochs": len(history),
                      "train_seconds": sum(sentences / h["train_sentences_per_second"] for h in history
                                           if h.get("train_sentences_per_second")),
-                     "run_seconds": sum(epoch_seconds) if history and None not in epoch_seconds else float("nan"),
+                     "epochs_seconds": sum(epoch_seconds) if history and None not in epoch_seconds else float("nan"),
                      "commit": (metrics.get("code") or {}).get("commit"),
                      "cpu": f"{platform.get('cpu')} ({platform.get('cpu_capability')}, {platform.get('threads')} threads)"})
     if not rows:
@@ -112,7 +113,7 @@ def design_problems(runs: pd.DataFrame, seeds: tuple[int, ...] = DECLARED_SEEDS)
 
 def lever_effects(runs: pd.DataFrame) -> pd.DataFrame:
     """Each lever's main effect on dev F1 with its standard error, one-sided p, 90% interval and the
-    declared decision; the same fit on training seconds, epochs and (where the runs recorded it) the run's
+    declared decision; the same fit on training seconds, epochs and (where the runs recorded them) the epochs'
     seconds beside it."""
     import statsmodels.formula.api as smf
 
@@ -123,7 +124,7 @@ def lever_effects(runs: pd.DataFrame) -> pd.DataFrame:
     coded = runs.assign(**{name: runs[name] - 0.5 for name in names})
     formula = " + ".join(names) + " + " + " + ".join(f"{a}:{b}" for i, a in enumerate(names) for b in names[i + 1:])
     formula += " + C(seed)" if runs["seed"].nunique() > 1 else ""
-    timed = ["run_seconds"] if "run_seconds" in runs and runs["run_seconds"].notna().all() else []
+    timed = ["epochs_seconds"] if "epochs_seconds" in runs and runs["epochs_seconds"].notna().all() else []
     models = {column: smf.ols(f"{column} ~ {formula}", data=coded)
               for column in ("dev_f1", "train_seconds", "epochs", *timed)}
     exog = models["dev_f1"].exog

@@ -78,7 +78,7 @@ class TrainerSettings:
         return self.optimizer or torch.optim.Adam
 
 
-# The history's measured times: the same run on another machine or minute differs only in these.
+# The history's measured times: two runs of one seed on one machine differ in these only.
 TIMING_KEYS = ("train_sentences_per_second", "epoch_seconds")
 
 
@@ -301,7 +301,7 @@ class Trainer:
                 record = {"epoch": epoch + 1, "train_loss": total_loss / max(n_batches, 1), "dev_f1": dev_scores["f1"],
                           "dev_sentences": len(data["dev_epoch"]),  # what the early-stopping F1 covers
                           "train_sentences_per_second": n_sentences / train_seconds,
-                          # the epoch's wall time, training and dev scoring: epochs x this is a run's time
+                          # the epoch's training and dev scoring, wall time (its checkpoint writes not counted)
                           "epoch_seconds": time.perf_counter() - started,
                           "lr": optimizer.dense.param_groups[0]["lr"]}
                 history.append(record)

@@ -216,6 +216,10 @@ def test_one_names_median_seed_bound_is_a_t_over_the_seeds_logits():
     assert lower == pytest.approx(1 / (1 + np.exp(-(logits.mean() - stats.t.ppf(0.95, 4) * se))))
     assert point > accuracy.mean()  # one low seed pulls the mean more than the median seed: not the same estimand
     assert np.isnan(group_effects.median_seed_lower_bound(accuracy[:1], slots, 0.95)[1])
+    per_seed = np.array([300, 290, 300, 310, 300])  # a seed's own slots rebuild its hits
+    hits = np.round(accuracy * per_seed)
+    point, _ = group_effects.median_seed_lower_bound(hits / per_seed, per_seed, 0.95)
+    assert point == pytest.approx(1 / (1 + np.exp(-np.log((hits + 0.5) / (per_seed - hits + 0.5)).mean())))
 
 
 def test_one_names_lower_bound_holds_at_the_margins_where_the_mean_over_seeds_has_none():

@@ -65,7 +65,7 @@ def test_each_effect_is_recovered_and_the_declared_rule_keeps_what_it_should(tmp
                                          "patience_4": True}
     assert effects.loc["patience_4", "epochs_effect"] == pytest.approx(-10)  # and the time it saves
     assert effects.loc["patience_4", "train_seconds_effect"] == pytest.approx(-10)
-    assert effects.loc["patience_4", "run_seconds_effect"] == pytest.approx(-15)  # training and dev, 1.5 s an epoch
+    assert effects.loc["patience_4", "epochs_seconds_effect"] == pytest.approx(-15)  # training and dev, 1.5 s an epoch
 
 
 def test_a_shorter_patience_that_costs_more_than_the_margin_is_not_kept(tmp_path):
@@ -101,6 +101,7 @@ def test_only_the_declared_search_is_decided_and_an_unfinished_one_is_marked_pro
     provisional = run_script("scripts/recipe_search.py", [str(half), "--partial", "--csv", str(tmp_path / "e.csv")])
     assert provisional.returncode == 3, provisional.stderr
     assert "PROVISIONAL, no decision" in provisional.stdout and "the new default" not in provisional.stdout
+    assert "kept" not in provisional.stdout
     assert not (tmp_path / "e.csv").exists()  # nothing written that looks like a decision
 
     mixed = read_search(write_search(tmp_path / "mixed", commit=lambda seed, levels: "abc" if seed == 1 else "def"))

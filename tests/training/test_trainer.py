@@ -210,10 +210,37 @@ def test_a_refused_rerun_leaves_the_runs_hydra_record_as_it_was(tmp_path):
     assert "seed: 42" in (run_dir / "config_resolved.yaml").read_text()
 
 
+@pytest.mark.parametrize("encoder", ["cnn", "lstm"])
+def test_frozen_parts_take_no_gradient_and_no_optimizer_from_the_start(encoder):
+    from nerbias.data.conll import Sentence
+    from nerbias.data.tags import Span
+    from nerbias.errors import NerbiasError
+    from nerbias.models.embedders import ElmoEmbeddings, WordVectors
+    from nerbias.models.tagger import NerTagger
+    from nerbias.training.trainer import TaggerOptimizer, TrainerSettings
+
+    train = [Sentence(("Anna", "met", "Rome", "."), (Span(0, 1, "PER"), Span(2, 3, "LOC")))]
+    options = {"char_encoder": encoder, "char_dim": 4, "char_filters": 3, "char_lstm_hidden": 3, "lstm_hidden": 4}
+    for freeze in (True, False):
+        tagger = NerTagger.build(train, {**options, "freeze_chars": freeze}, embeddings=WordVectors(dim=6, freeze=freeze))
+        features = [p for n, p in tagger.model.named_parameters() if n.startswith(("embedder.words.", "embedder.chars."))]
+        assert features and all(p.requires_grad is not freeze for p in features), (encoder, freeze)
+        optimizer = TaggerOptimizer(tagger.model, TrainerSettings())
+        optimized = [p for opt in optimizer._optimizers() for group in opt.param_groups for p in group["params"]]
+        assert all(any(p is q for q in optimized) is not freeze for p in features), (encoder, freeze)
+    with pytest.raises(NerbiasError, match="model.freeze_chars=true, but model.char_encoder is null"):
+        NerTagger.build(train, {**options, "char_encoder": None, "freeze_chars": True})
+    elmo = ElmoEmbeddings(char_cnn={"embedding": {"dim": 4}, "filters": [[1, 4]], "n_highway": 1},
+                          lstm={"dim": 8, "projection_dim": 4, "n_layers": 1})
+    with pytest.raises(NerbiasError, match="ELMo tagger has no character encoder of its own"):
+        elmo.embedder_spec({"freeze_chars": True})
+
+
 @pytest.mark.slow
 def test_frozen_word_vectors_and_character_encoder_stay_as_they_started(tiny_data_dir, tmp_path):
-    """Issue 45's freezing: ``embeddings.freeze`` keeps the word table, ``model.freeze_chars`` the character
-    CNN, at their initial values while the layers above train; without them both move."""
+    """Issue 45's freezing in a real training: ``embeddings.freeze`` keeps the word table, ``model.freeze_chars``
+    the character CNN, unchanged from epoch to epoch while the layers above train (frozen from construction:
+    the test above); without them both move."""
     def weights(name: str, epochs: int, extra: list[str]) -> dict[str, torch.Tensor]:
         train_in_process(tiny_data_dir, tmp_path / name, ["trainer.patience=10", f"trainer.max_epochs={epochs}", *extra])
         return load_checkpoint(tmp_path / name / "checkpoints" / "last.pt")["model_state"]
