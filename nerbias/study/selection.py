@@ -10,7 +10,8 @@ against the study's baseline seeds (``BASELINE_REFERENCE``: their dev F1 and dev
 3. a part *enters the combination* when it is eligible and its mean recall is above every baseline seed's;
 4. two or more parts that enter are trained together once (``selection=combined``); the combination is the
    study's choice when it is eligible and its mean recall is above the best single part's, else the best single
-   part is. The study runs the choice and the best single part.
+   part is. The study runs the choice and the best single part (the eligible candidate with the highest mean
+   recall; with fewer than two parts entering, it is the choice too).
 """
 
 from __future__ import annotations
