@@ -74,6 +74,31 @@ class WritableRunDirectory(Callback):
 
 
 @contextmanager
+def exclusive_folder(folder: str | Path, what: str = "a training") -> Iterator[Path]:
+    """Hold an exclusive lock on ``folder`` (flock on the directory itself: no file is written) while the
+    block runs. A second process on the same folder is refused at once: two runs in one folder would write
+    over each other's checkpoints and results. The system drops the lock when the process ends, however it
+    ends (SIGKILL included), so a killed run never blocks its resumption."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock to take
+        yield folder
+        return
+    handle = os.open(folder, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise NerbiasError(f"{folder}: another process is running {what} in this folder; two at once would "
+                               "overwrite each other's checkpoints and results (wait for it, or stop it first)") from None
+        yield folder
+    finally:
+        os.close(handle)  # releases the lock
+
+
+@contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path; on success it is renamed to ``path``, on failure removed. A full disk
     or a read-only folder is a NerbiasError naming ``path``."""

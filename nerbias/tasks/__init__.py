@@ -29,7 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from nerbias.bias.tagging import Tagger
 from nerbias.building import build
-from nerbias.fileio import RESOLVED_CONFIG, atomic_write_text, check_writable, record_hydra_run, remove_orphans
+from nerbias.fileio import RESOLVED_CONFIG, atomic_write_text, check_writable, exclusive_folder, record_hydra_run, remove_orphans
 from nerbias.loggers import NullLogger, build_logger, model_artifact_name
 from nerbias.tasks.configuration import coverage_names, name_labels, validate_config
 from nerbias.tasks.evaluations import build_benchmark, check_bias_evaluation, evaluate_on_bias_corpora, finished_job
@@ -66,6 +66,11 @@ def run_training(cfg: DictConfig, output_dir: str | Path) -> dict[str, float]:
     validate_config(cfg, _command_line_overrides())
     if cfg.get("bias_eval"):  # the corpora's and the report's settings, before training
         check_bias_evaluation(cfg)
+    with exclusive_folder(output_dir, "a training"):
+        return _run_training(cfg, output_dir)
+
+
+def _run_training(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
     check_writable(output_dir / "checkpoints")  # before an epoch, not after it
     kept = finished_job(cfg, output_dir)
     if kept is not None:

@@ -255,3 +255,30 @@ def test_frozen_word_vectors_and_character_encoder_stay_as_they_started(tiny_dat
         assert not torch.equal(moving_one[key], moving_two[key]), key  # the control: unfrozen, they train
     lstm = [k for k in two if k.startswith("lstm.")]
     assert lstm and all(not torch.equal(one[k], two[k]) for k in lstm)  # the tagger above them trains
+
+
+def test_a_second_training_in_a_busy_folder_is_refused_and_a_killed_one_blocks_nothing(tiny_data_dir, tmp_path):
+    """Two trainings in one run folder would write over each other's checkpoints (it happened: a sweep command
+    launched twice). The folder is locked while a training runs; the system frees the lock of a killed process."""
+    from nerbias.errors import NerbiasError
+    from nerbias.fileio import exclusive_folder
+
+    out = tmp_path / "run"
+    with exclusive_folder(out):
+        with pytest.raises(NerbiasError, match="another process is running a training in this folder"):
+            train_in_process(tiny_data_dir, out)
+    assert not (out / "checkpoints").exists() and not (out / "metrics.json").exists()  # refused before any write
+    code = ("import sys, time\nfrom nerbias.fileio import exclusive_folder\n"
+            "with exclusive_folder(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(120)\n")
+    holder = subprocess.Popen([sys.executable, "-c", code, str(out)], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(NerbiasError, match="another process"):
+            with exclusive_folder(out):
+                pass
+    finally:
+        holder.kill()  # SIGKILL: no cleanup runs in it
+        holder.wait()
+    with exclusive_folder(out):  # free again
+        pass
