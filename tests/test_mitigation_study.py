@@ -26,6 +26,7 @@ CONDITIONS = {  # condition -> (embeddings.debias, augment.lowercase, augment.na
     "adversarial": (None, 0.0, 0.0, 0.0, None, 0.25, "ssa_train_half"),
     "ambiguous_names": (None, 0.0, 0.5, 0.0, None, 0.0, "ambiguous"),
     "context": (None, 0.0, 0.5, 0.0, None, 0.25, "ambiguous"),
+    "ghaddar_noise": (None, 0.0, 0.0, 0.0, None, 0.5, "ssa_train_half"),  # and the context counted on each side
 }
 
 
@@ -43,6 +44,7 @@ def test_each_condition_composes_with_the_study_and_switches_on_only_its_options
     got = (cfg.embeddings.debias, cfg.augment.lowercase, cfg.augment.names, cfg.augment.entity_mask,
            cfg.embeddings.normalize, cfg.augment.adversarial, cfg.augment.name_pool.source)
     assert got == CONDITIONS[condition]
+    assert cfg.augment.adversarial_context_per_side is (condition == "ghaddar_noise")
     assert cfg.embeddings.kind == "glove" and cfg.trainer.max_epochs == 50 and cfg.trainer.patience == 8  # to convergence
     oov = cfg.bias_eval.corpora.winogender_oov
     assert oov.names == "oov_set" and oov.seed == 0 and cfg.bias_eval.corpora.insitu_oov.names == "oov_set"
