@@ -14,13 +14,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from nerbias.reporting.group_effects import (MIN_ACCURACY, MIN_NAMES, NONE, contrast_slots, minus_others,
                                              names_like_these_interval, seed_interval_holds, simultaneous_contrasts)
 from nerbias.reporting.intervals import (COVERS_BOTH, COVERS_NAMES, COVERS_THESE_NAMES, NO_INTERVAL, ONE_SEED, Interval,
                                          Statistic, seed_only_interval)
-from nerbias.study.place_names import GOAL, PLACE_FRAME_PREFIX
+from nerbias.study.place_names import GOAL, PLACE_FRAME_PREFIX, one_sided_bound
 from nerbias.study.runs import RACE_GAP_PREFIX, Figures
 from nerbias.reporting.tables import markdown_table
 
@@ -96,9 +95,7 @@ def halving(ours: Figures, theirs: Figures, confidence: float) -> dict[str, Any]
     if not seed_interval_holds(base.shape[0], None if None in rests_on else min(rests_on)):
         return {"worst_group": theirs.groups[worst], "worst_deficit": float(base[:, worst].mean()),
                 "worst_deficit_condition": float(condition[:, worst].mean()), "halving_lower": float("nan")}
-    margin = condition[:, worst] - GOAL["deficit_share"] * base[:, worst]
-    se = margin.std(ddof=1) / np.sqrt(len(margin))
-    lower = float(margin.mean() - stats.t.ppf(confidence, len(margin) - 1) * se) if se > 0 else float(margin.mean())
+    lower = one_sided_bound(condition[:, worst] - GOAL["deficit_share"] * base[:, worst], confidence, upper=False)
     return {"worst_group": theirs.groups[worst], "worst_deficit": float(base[:, worst].mean()),
             "worst_deficit_condition": float(condition[:, worst].mean()), "halving_lower": lower}
 

@@ -31,7 +31,7 @@ import math
 import re
 import tempfile
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -54,7 +54,8 @@ from nerbias.study.groups import (CALIBRATION_PREFIX, CONTRAST_PREFIX, GAP, cont
                                   group_level_interval, group_level_metrics, halving)
 from nerbias.study.names import names_corpus_figures
 from nerbias.study.runs import (CONLL_METRICS, NAME_CORPORA, RACE_GAP_PREFIX, REFERENCE_RACE, Figures, Study,
-                                StudyRun, census_figures, drawable_names, evaluation_labels, find_study, seed_ids)
+                                StudyRun, census_figures, drawable_names, evaluation_labels, find_study,
+                                platforms_note, seed_ids)
 from nerbias.reporting.tables import markdown_table
 from nerbias.reporting.group_effects import MIN_GROUP_SLOTS, MIN_NAMES
 from nerbias.reporting.intervals import (COVERS_BOTH, COVERS_NAMES, COVERS_SEEDS, COVERS_THESE_NAMES,
@@ -366,7 +367,7 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
     commits = sorted({r.commit for rs in study.runs.values() for r in rs if r.commit})
     lines = ["# Mitigation study", "",
              f"Sweep: `{sweep_name or sweep_dir.name}`" + (f", code at commit {', '.join(commits)}" if commits else "")
-             + _platforms_note(study.runs) + ". Finished runs: " + ", ".join(
+             + platforms_note(study.runs) + ". Finished runs: " + ", ".join(
                  f"{c} (seeds {','.join(str(r.seed) for r in rs)}; best epochs "
                  f"{','.join(str(r.best_epoch) if r.best_epoch is not None else '?' for r in rs)})"
                  for c, rs in study.runs.items()) + ".", "",
@@ -439,21 +440,6 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
         write_csv(out / name, table, float_format="%.17g")  # every digit: the figures are exact
     atomic_write_text(path, "\n".join(lines))
     return path
-
-
-def _platforms_note(runs: Mapping[str, Sequence[StudyRun]]) -> str:
-    """Which CPU kinds trained the runs: the same seed drifts from one kind to another (docs/training.md)."""
-    def described(platform: Mapping[str, Any]) -> str:
-        return (f"{platform.get('cuda') or platform.get('cpu')} ({platform.get('cpu_capability')} kernels, "
-                f"{platform.get('threads')} threads)")
-
-    kinds: dict[str, int] = {}
-    for run in (r for rs in runs.values() for r in rs):  # a run resumed on another kind: "A resumed on B"
-        kind = " resumed on ".join(map(described, run.platforms)) if run.platforms else "not recorded"
-        kinds[kind] = kinds.get(kind, 0) + 1
-    if list(kinds) == ["not recorded"]:
-        return ""
-    return "; trained on " + ", ".join(f"{kind}: {n} run{'' if n == 1 else 's'}" for kind, n in sorted(kinds.items()))
 
 
 __all__ = ["CONLL_METRICS", "Figures", "Study", "StudyRun", "census_figures", "claims_section", "corpus_section",

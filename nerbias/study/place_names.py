@@ -202,13 +202,14 @@ def context_goal_columns(metric: str, statistic: Statistic, base: Statistic | No
     if metric == CONTEXT_GOAL["halved_gap"]:
         if not seed_interval_holds(len(ours), min(s for s in (statistic.slots, base.slots, np.inf) if s)):
             return {}
-        return {"halving_upper": _one_sided(ours - CONTEXT_GOAL["gap_share"] * theirs, confidence, upper=True)}
+        return {"halving_upper": one_sided_bound(ours - CONTEXT_GOAL["gap_share"] * theirs, confidence, upper=True)}
     if statistic.covers == COVERS_SEEDS and base.covers == COVERS_SEEDS:
-        return {"diff_lower_one_sided": _one_sided(ours - theirs, confidence, upper=False)}
+        return {"diff_lower_one_sided": one_sided_bound(ours - theirs, confidence, upper=False)}
     return {}
 
 
-def _one_sided(paired: np.ndarray, confidence: float, upper: bool) -> float:
+def one_sided_bound(paired: np.ndarray, confidence: float, upper: bool) -> float:
+    """The one-sided bound at ``confidence`` of the mean of per-seed ``paired`` values: a t over the seeds."""
     se = paired.std(ddof=1) / np.sqrt(len(paired))
     half = float(stats.t.ppf(confidence, len(paired) - 1) * se)
     return float(paired.mean() + (half if upper else -half))
@@ -323,6 +324,6 @@ def goal_section(goal: pd.DataFrame, baseline: str) -> list[str]:
 
 
 __all__ = ["CONTEXT_GOAL", "CONTEXT_GOAL_CORPORA", "GOAL", "ONE_SIDED", "context_goal_columns", "context_goal_frame",
-           "context_goal_section", "PLACE_FRAME_PREFIX", "PLACE_LIKE", "PLACE_RECALL", "UNAMBIGUOUS_SUFFIX", "WATCHED_NAMES", "WATCHED_PREFIX", "ambiguous_names",
+           "context_goal_section", "one_sided_bound", "PLACE_FRAME_PREFIX", "PLACE_LIKE", "PLACE_RECALL", "UNAMBIGUOUS_SUFFIX", "WATCHED_NAMES", "WATCHED_PREFIX", "ambiguous_names",
            "goal_frame", "goal_section", "place_frame_statistics", "place_recall_statistic", "read_profile", "restrict", "unambiguous_tables",
            "watched_name_statistics"]

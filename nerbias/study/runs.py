@@ -349,6 +349,21 @@ def census_figures(study: Study, label: str, n_boot: int, seed: int) -> dict[str
     return out
 
 
+def platforms_note(runs: Mapping[str, Sequence[StudyRun]]) -> str:
+    """Which CPU kinds trained the runs: the same seed drifts from one kind to another (docs/training.md)."""
+    def described(platform: Mapping[str, Any]) -> str:
+        return (f"{platform.get('cuda') or platform.get('cpu')} ({platform.get('cpu_capability')} kernels, "
+                f"{platform.get('threads')} threads)")
+
+    kinds: dict[str, int] = {}
+    for run in (r for rs in runs.values() for r in rs):  # a run resumed on another kind: "A resumed on B"
+        kind = " resumed on ".join(map(described, run.platforms)) if run.platforms else "not recorded"
+        kinds[kind] = kinds.get(kind, 0) + 1
+    if list(kinds) == ["not recorded"]:
+        return ""
+    return "; trained on " + ", ".join(f"{kind}: {n} run{'' if n == 1 else 's'}" for kind, n in sorted(kinds.items()))
+
+
 __all__ = ["CONLL_METRICS", "NAME_CORPORA", "RACE_GAP_PREFIX", "REFERENCE_RACE", "Figures", "Study", "StudyRun",
-           "YearlySums", "add_conll_statistics", "census_figures", "drawn_unit_counts",
+           "YearlySums", "add_conll_statistics", "census_figures", "platforms_note", "drawn_unit_counts",
            "names_part_replicates", "drawable_names", "find_study", "race_gap_metric", "seed_ids"]
