@@ -301,6 +301,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                             "(default output: <sweep dir>/study)")
     study.add_argument("--baseline", default="baseline", help="the condition differences are taken from")
     study.add_argument("--condition-key", default="condition", help="config key naming each run's condition")
+    study.add_argument("--conditions", help="comma-separated conditions the study keeps, the baseline among them "
+                            "(default: every condition in the sweep); the claims family is theirs alone")
     study.add_argument("--n-boot", type=int, default=STUDY_N_BOOT, help="bootstrap replicates (names corpora)")
     study.add_argument("--census-boot", type=int, default=STUDY_CENSUS_BOOT, help="bootstrap replicates (census)")
     study.add_argument("--std-ddof", type=int, default=0, choices=(0, 1),
@@ -328,7 +330,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                  gazetteer=not args.no_gazetteer)
             path = run_study(args.paths[0], args.output_dir, baseline=args.baseline, n_boot=args.n_boot,
                              census_boot=args.census_boot, ddof=args.std_ddof, condition_key=args.condition_key,
-                             name_profile=args.name_profile, ambiguity=rule)
+                             name_profile=args.name_profile, ambiguity=rule,
+                             conditions=args.conditions.split(",") if args.conditions else None)
         except NerbiasError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2

@@ -343,11 +343,13 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
               n_boot: int = STUDY_N_BOOT, census_boot: int = STUDY_CENSUS_BOOT, seed: int = 0, ddof: int = 0,
               condition_key: str = "condition", confidence: float = DEFAULT_CONFIDENCE,
               floor_permutations: int = 1000, name_profile: str | Path | None = None,
-              ambiguity: AmbiguityRule = AmbiguityRule(), sweep_name: str | None = None) -> Path:
+              ambiguity: AmbiguityRule = AmbiguityRule(), sweep_name: str | None = None,
+              conditions: Sequence[str] | None = None) -> Path:
     """Write ``study.md``, ``study_<corpus>.csv`` for every corpus the runs were evaluated on, ``claims.csv``
     (the Holm-adjusted family), ``paper_claims.csv`` (the papers' claims, study/paper_claims.py) and
     ``goal.csv``. ``name_profile`` (default: ``<sweep dir>/name_profile.csv``
-    when there is one) adds each names corpus scored without the names ``ambiguity`` marks. A study archive
+    when there is one) adds each names corpus scored without the names ``ambiguity`` marks; ``conditions``
+    (default: all) keeps only those, so their family is the one a sweep of them alone gives. A study archive
     (``study.archive``) is read from a temporary copy restored from it."""
     sweep_dir = Path(sweep_dir)
     out = Path(output_dir) if output_dir else sweep_dir / "study"
@@ -357,8 +359,9 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
         with tempfile.TemporaryDirectory(prefix="study-") as restored:
             unpack(sweep_dir, restored, check_origin=False)  # read only: no rerun will look for them
             return run_study(restored, out, baseline, n_boot, census_boot, seed, ddof, condition_key, confidence,
-                             floor_permutations, name_profile, ambiguity, sweep_name or sweep_dir.name)
+                             floor_permutations, name_profile, ambiguity, sweep_name or sweep_dir.name, conditions)
     study = find_study(sweep_dir, condition_key)
+    study = study.only(conditions) if conditions else study
     profile = read_profile(name_profile) if name_profile else None
     titles: dict[str, str] = {}
     if baseline not in study.runs:

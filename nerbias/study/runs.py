@@ -62,6 +62,15 @@ class Study:
     runs: dict[str, list[StudyRun]]          # condition -> finished runs, seed order
     unfinished: list[Path] = field(default_factory=list)
 
+    def only(self, conditions: Sequence[str]) -> "Study":
+        """The study of ``conditions`` alone (their family, as a sweep of only them would give it), or an error
+        naming a condition the sweep lacks."""
+        missing = [c for c in conditions if c not in self.runs]
+        if missing:
+            raise NerbiasError(f"--conditions: no finished run of {', '.join(missing)} in the sweep; it has "
+                               f"{', '.join(self.runs)}")
+        return Study({c: rs for c, rs in self.runs.items() if c in conditions}, self.unfinished)
+
 
 def find_study(sweep_dir: str | Path, condition_key: str = "condition") -> Study:
     """The finished training runs under ``sweep_dir``, by condition (order of first appearance)."""

@@ -292,6 +292,28 @@ def test_adding_a_run_of_one_condition_leaves_the_other_conditions_rows_as_they_
     assert not before.loc["mask"].equals(after.loc["mask"])
 
 
+def test_a_study_of_chosen_conditions_is_the_study_of_a_sweep_holding_only_them(tmp_path, capsys):
+    """--conditions: an archive that gained a condition still gives its earlier family's tables (a condition
+    added to a sweep grows the Holm family and moves every p); a condition the sweep lacks is named."""
+    for root, conditions in ((tmp_path / "all", ("baseline", "names", "mask")), (tmp_path / "two", ("baseline", "names"))):
+        for seed, shift in ((1, 0), (2, 1), (3, -1)):
+            write_run(root, "baseline", seed, {**BASE, "Aisha": 6 + shift}, 0.90 + shift / 100)
+            write_run(root, "names", seed, {**BASE, "Aisha": 9 - shift, "Ebony": 9}, 0.91 + shift / 100)
+            if "mask" in conditions:
+                write_run(root, "mask", seed, {**BASE, "Anne": 9 + shift // 2}, 0.89)
+    run_study(tmp_path / "all", tmp_path / "out_all", n_boot=200)
+    run_study(tmp_path / "all", tmp_path / "out_chosen", n_boot=200, conditions=["baseline", "names"])
+    run_study(tmp_path / "two", tmp_path / "out_two", n_boot=200)
+    chosen, alone = (pd.read_csv(tmp_path / out / "claims.csv") for out in ("out_chosen", "out_two"))
+    pd.testing.assert_frame_equal(chosen, alone)
+    assert len(pd.read_csv(tmp_path / "out_all" / "claims.csv")) > len(chosen)   # control: the wider family
+    assert (read(tmp_path / "out_chosen", "winogender").equals(read(tmp_path / "out_two", "winogender")))
+    from nerbias.study.aggregate import main
+    assert main(["--study", str(tmp_path / "all"), "--conditions", "baseline,nosuch", "-o", str(tmp_path / "x")]) == 2
+    assert capsys.readouterr().err.strip() == ("error: --conditions: no finished run of nosuch in the sweep; it has "
+                                               "baseline, mask, names")
+
+
 def test_a_claim_holds_only_where_the_monte_carlo_bounds_of_its_p_agree():
     """Holm at the p's, at their lower and at their upper Monte-Carlo bounds: `a` holds at its p (Holm 0.04)
     and at the lower bounds (0.02) but not at the upper (0.06), so the replicates do not decide it."""
