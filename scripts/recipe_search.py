@@ -4,7 +4,7 @@
     python scripts/recipe_search.py logs/recipe_search [--csv effects.csv] [--partial]
 
 The rule decides only on the declared search: every combination of each declared seed, once, at one commit
-on one CPU kind. ``--partial`` prints the effects of an unfinished search, marked provisional, and decides
+(on more than one CPU kind the fit blocks on the kind). ``--partial`` prints the effects of an unfinished search, marked provisional, and decides
 nothing (exit 3).
 """
 

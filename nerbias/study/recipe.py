@@ -88,7 +88,8 @@ def read_search(sweep_dir: str | Path) -> pd.DataFrame:
 
 def design_problems(runs: pd.DataFrame, seeds: tuple[int, ...] = DECLARED_SEEDS) -> list[str]:
     """What keeps ``runs`` from being the declared search: combinations missing or run twice, seeds outside
-    the declaration, more than one commit or CPU kind (which would mix into the levers' effects)."""
+    the declaration, more than one commit (which would mix into the levers' effects). More than one CPU kind
+    is allowed: the fit blocks on it (``lever_effects``)."""
     names = [lever.name for lever in LEVERS]
     problems = []
     counts = runs.groupby(["seed", *names]).size()
@@ -104,17 +105,18 @@ def design_problems(runs: pd.DataFrame, seeds: tuple[int, ...] = DECLARED_SEEDS)
                if (seed, *levels) not in done]
     if missing:
         problems.append(f"{len(missing)} of the declared {len(seeds) * 2 ** len(names)} jobs have not finished")
-    for column, what in (("commit", "commits"), ("cpu", "CPU kinds")):
-        if runs[column].nunique(dropna=False) > 1:
-            problems.append(f"the jobs ran at {runs[column].nunique(dropna=False)} {what}: "
-                            + ", ".join(map(str, sorted(runs[column].astype(str).unique()))))
+    if runs["commit"].nunique(dropna=False) > 1:
+        problems.append(f"the jobs ran at {runs['commit'].nunique(dropna=False)} commits: "
+                        + ", ".join(map(str, sorted(runs["commit"].astype(str).unique()))))
     return problems
 
 
 def lever_effects(runs: pd.DataFrame) -> pd.DataFrame:
     """Each lever's main effect on dev F1 with its standard error, one-sided p, 90% interval and the
     declared decision; the same fit on training seconds, epochs and (where the runs recorded them) the epochs'
-    seconds beside it."""
+    seconds beside it. Jobs on more than one CPU kind (lent machines change between sessions) get a block term
+    for the kind, as for the seed, unless the kind follows the seed, whose term then holds it (added
+    2026-12-07, before any effect of the search was read)."""
     import statsmodels.formula.api as smf
 
     names = [lever.name for lever in LEVERS]
@@ -124,6 +126,10 @@ def lever_effects(runs: pd.DataFrame) -> pd.DataFrame:
     coded = runs.assign(**{name: runs[name] - 0.5 for name in names})
     formula = " + ".join(names) + " + " + " + ".join(f"{a}:{b}" for i, a in enumerate(names) for b in names[i + 1:])
     formula += " + C(seed)" if runs["seed"].nunique() > 1 else ""
+    if "cpu" in runs and runs["cpu"].nunique() > 1:
+        blocked = smf.ols(f"dev_f1 ~ {formula} + C(cpu)", data=coded).exog
+        if np.linalg.matrix_rank(blocked) == blocked.shape[1]:
+            formula += " + C(cpu)"
     timed = ["epochs_seconds"] if "epochs_seconds" in runs and runs["epochs_seconds"].notna().all() else []
     models = {column: smf.ols(f"{column} ~ {formula}", data=coded)
               for column in ("dev_f1", "train_seconds", "epochs", *timed)}

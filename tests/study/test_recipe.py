@@ -18,7 +18,8 @@ from nerbias.study.recipe import LEVERS, design_problems, lever_effects, read_se
 TRUE_EFFECTS = {"locked_dropout": 0.40, "grad_clip_1": 0.0, "nadam": -0.30, "patience_4": -0.05}  # dev F1 points
 
 
-def write_search(root, effects=TRUE_EFFECTS, noise=0.05, seeds=(1, 2), only=None, commit=lambda seed, levels: "abc"):
+def write_search(root, effects=TRUE_EFFECTS, noise=0.05, seeds=(1, 2), only=None, commit=lambda seed, levels: "abc",
+                 cpu=lambda seed, levels: ("Xeon", 0.0)):
     rng = np.random.default_rng(0)
     values = {"locked_dropout": (False, True), "grad_clip_1": (5.0, 1.0),
               "nadam": ("torch.optim.Adam", "torch.optim.NAdam"), "patience_4": (8, 4)}
@@ -31,14 +32,15 @@ def write_search(root, effects=TRUE_EFFECTS, noise=0.05, seeds=(1, 2), only=None
                   "trainer": {"grad_clip": values["grad_clip_1"][on["grad_clip_1"]],
                               "patience": values["patience_4"][on["patience_4"]],
                               "optimizer": {"_target_": values["nadam"][on["nadam"]]}}}
-        dev = 94.0 + sum(effects[name] * level for name, level in on.items()) + rng.normal(0, noise)
+        kind, shift = cpu(seed, levels)  # the CPU the job ran on, and its shift of dev F1
+        dev = 94.0 + shift + sum(effects[name] * level for name, level in on.items()) + rng.normal(0, noise)
         epochs = 30 - 10 * on["patience_4"]
         job = root / f"job-{seed}-{''.join(map(str, levels))}"
         job.mkdir(parents=True)
         (job / "config_resolved.yaml").write_text(yaml.safe_dump(config))
         (job / "metrics.json").write_text(json.dumps({
             "metrics": {"dev_f1": dev / 100, "test_f1": 0.5}, "code": {"commit": commit(seed, levels)},
-            "platform": {"cpu": "Xeon", "cpu_capability": "AVX512", "threads": 2},
+            "platform": {"cpu": kind, "cpu_capability": "AVX512", "threads": 2},
             "history": [{"train_sentences_per_second": 14041.0, "epoch_seconds": 1.5}] * epochs}))
     return root
 
@@ -112,6 +114,27 @@ def test_only_the_declared_search_is_decided_and_an_unfinished_one_is_marked_pro
     for name in ("config_resolved.yaml", "metrics.json"):
         (copy / name).write_text((twice / "job-1-0000" / name).read_text())
     assert design_problems(read_search(twice))[0].startswith("1 combinations run more than once")
+
+
+def test_jobs_on_two_cpu_kinds_are_blocked_on_the_kind_and_decide_as_on_one(tmp_path):
+    """Lent machines change between sessions, in the sweep's job order (seed, then locked dropout outermost): a
+    kind that shifts dev F1 by 0.3 points and begins halfway through seed 1 would pass as locked dropout's
+    effect without the block term; with it the effects and the decision are those of one kind. A kind that
+    follows the seed is held by the seed's term."""
+    one = lever_effects(read_search(write_search(tmp_path / "one")))
+    halfway = lambda seed, levels: ("EPYC", 0.3) if seed == 2 or levels[0] == 1 else ("Xeon", 0.0)  # noqa: E731
+    runs = read_search(write_search(tmp_path / "two", cpu=halfway))
+    assert design_problems(runs) == []
+    two = lever_effects(runs)
+    assert two["dev_f1_effect"].to_numpy() == pytest.approx(one["dev_f1_effect"].to_numpy(), abs=0.08)
+    assert list(two["kept"]) == list(one["kept"])
+    # control: the same jobs fitted as one kind take the kind's shift into locked dropout's effect
+    unblocked = lever_effects(runs.assign(cpu="one kind"))
+    assert unblocked.set_index("lever").loc["locked_dropout", "dev_f1_effect"] > one.set_index("lever").loc[
+        "locked_dropout", "dev_f1_effect"] + 0.1
+    by_seed = lambda seed, levels: ("EPYC", 0.3) if seed == 2 else ("Xeon", 0.0)  # noqa: E731
+    nested = lever_effects(read_search(write_search(tmp_path / "nested", cpu=by_seed)))
+    assert nested["dev_f1_effect"].to_numpy() == pytest.approx(one["dev_f1_effect"].to_numpy(), abs=1e-9)
 
 
 def test_a_value_outside_the_search_a_job_without_config_or_an_aliased_design_is_refused(tmp_path):
