@@ -260,7 +260,8 @@ def code_version() -> dict[str, Any]:
 
 def numeric_platform(device: Any = "cpu") -> dict[str, Any]:
     """What float arithmetic depends on besides the code and the seed: the same commit and seed give
-    bit-identical training on one kind of CPU, but torch, MKL and oneDNN pick kernels by instruction set,
+    bit-identical training on one kind of CPU as a rule (an occasional repeat drifts by rounding: docs/training.md),
+    but torch, MKL and oneDNN pick kernels by instruction set,
     so another CPU rounds differently and the trajectory drifts (docs/training.md, "Same seed, same result").
     ``cuda`` names the GPU only when ``device`` (where the computation runs) is one."""
     import platform

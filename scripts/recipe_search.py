@@ -4,8 +4,8 @@
     python scripts/recipe_search.py logs/recipe_search [--csv effects.csv] [--partial]
 
 The rule decides only on the declared search: every combination of each declared seed, once, at one commit
-(on more than one CPU kind the fit blocks on the kind). ``--partial`` prints the effects of an unfinished search, marked provisional, and decides
-nothing (exit 3).
+(jobs on several CPU kinds: blocked on seed and kind). ``--partial`` prints the effects of an unfinished
+search, marked provisional, and decides nothing (exit 3).
 """
 
 from __future__ import annotations

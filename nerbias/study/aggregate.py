@@ -320,6 +320,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from nerbias.study.mitigation import run_study  # only the study needs scipy.sparse and the census reader
         if len(args.paths) != 1:
             parser.error("--study takes one sweep directory")
+        if args.conditions is not None and not args.conditions.strip(", "):
+            parser.error("--conditions names no condition")
         for option in ("n_boot", "census_boot"):  # before any file is read
             if not POSITIVE_INTEGER.allowed(getattr(args, option)):
                 parser.error(f"--{option.replace('_', '-')} {getattr(args, option)}: must be "
@@ -331,7 +333,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             path = run_study(args.paths[0], args.output_dir, baseline=args.baseline, n_boot=args.n_boot,
                              census_boot=args.census_boot, ddof=args.std_ddof, condition_key=args.condition_key,
                              name_profile=args.name_profile, ambiguity=rule,
-                             conditions=args.conditions.split(",") if args.conditions else None)
+                             conditions=None if args.conditions is None else
+                             [c.strip() for c in args.conditions.split(",") if c.strip()])
         except NerbiasError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2

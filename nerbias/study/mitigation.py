@@ -361,7 +361,7 @@ def run_study(sweep_dir: str | Path, output_dir: str | Path | None = None, basel
             return run_study(restored, out, baseline, n_boot, census_boot, seed, ddof, condition_key, confidence,
                              floor_permutations, name_profile, ambiguity, sweep_name or sweep_dir.name, conditions)
     study = find_study(sweep_dir, condition_key)
-    study = study.only(conditions) if conditions else study
+    study = study.only(conditions, baseline, condition_key) if conditions is not None else study
     profile = read_profile(name_profile) if name_profile else None
     titles: dict[str, str] = {}
     if baseline not in study.runs:

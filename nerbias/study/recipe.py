@@ -73,14 +73,15 @@ def read_search(sweep_dir: str | Path) -> pd.DataFrame:
         history = metrics.get("history") or []
         sentences = select(config, "data.max_train_sentences") or EXPECTED_SIZES["train"][0]
         epoch_seconds = [h.get("epoch_seconds") for h in history]
-        platform = metrics.get("platform") or {}
+        kinds = [f"{p.get('cpu')} ({p.get('cpu_capability')}, {p.get('threads')} threads)"  # a resumed job: each
+                 for p in metrics.get("platforms") or [metrics.get("platform") or {}]]  # kind it ran on, a block
         rows.append({"job": job.name, "seed": select(config, "seed"), **levels,
                      "dev_f1": 100 * metrics["metrics"]["dev_f1"], "epochs": len(history),
                      "train_seconds": sum(sentences / h["train_sentences_per_second"] for h in history
                                           if h.get("train_sentences_per_second")),
                      "epochs_seconds": sum(epoch_seconds) if history and None not in epoch_seconds else float("nan"),
                      "commit": (metrics.get("code") or {}).get("commit"),
-                     "cpu": f"{platform.get('cpu')} ({platform.get('cpu_capability')}, {platform.get('threads')} threads)"})
+                     "cpu": " resumed on ".join(dict.fromkeys(kinds))})
     if not rows:
         raise NerbiasError(f"{sweep_dir}: no finished job (metrics.json) to read")
     return pd.DataFrame(rows)
@@ -114,9 +115,9 @@ def design_problems(runs: pd.DataFrame, seeds: tuple[int, ...] = DECLARED_SEEDS)
 def lever_effects(runs: pd.DataFrame) -> pd.DataFrame:
     """Each lever's main effect on dev F1 with its standard error, one-sided p, 90% interval and the
     declared decision; the same fit on training seconds, epochs and (where the runs recorded them) the epochs'
-    seconds beside it. Jobs on more than one CPU kind (lent machines change between sessions) get a block term
-    for the kind, as for the seed, unless the kind follows the seed, whose term then holds it (added
-    2026-12-07, before any effect of the search was read)."""
+    seconds beside it. Jobs on more than one CPU kind (lent machines change between sessions) are blocked on
+    (seed, kind) in place of the seed, so a kind's shift cannot pass as a lever; a kind aliased with a lever is
+    an error (added 2026-12-07, before any effect of the search was read)."""
     import statsmodels.formula.api as smf
 
     names = [lever.name for lever in LEVERS]
@@ -125,18 +126,17 @@ def lever_effects(runs: pd.DataFrame) -> pd.DataFrame:
         raise NerbiasError(f"the search holds only one level of {', '.join(missing)}: no effect to estimate")
     coded = runs.assign(**{name: runs[name] - 0.5 for name in names})
     formula = " + ".join(names) + " + " + " + ".join(f"{a}:{b}" for i, a in enumerate(names) for b in names[i + 1:])
-    formula += " + C(seed)" if runs["seed"].nunique() > 1 else ""
-    if "cpu" in runs and runs["cpu"].nunique() > 1:
-        blocked = smf.ols(f"dev_f1 ~ {formula} + C(cpu)", data=coded).exog
-        if np.linalg.matrix_rank(blocked) == blocked.shape[1]:
-            formula += " + C(cpu)"
+    kinds = "cpu" in runs and runs["cpu"].nunique() > 1
+    coded["block"] = coded["seed"].astype(str) + (" | " + coded["cpu"] if kinds else "")
+    formula += " + C(block)" if coded["block"].nunique() > 1 else ""
     timed = ["epochs_seconds"] if "epochs_seconds" in runs and runs["epochs_seconds"].notna().all() else []
     models = {column: smf.ols(f"{column} ~ {formula}", data=coded)
               for column in ("dev_f1", "train_seconds", "epochs", *timed)}
     exog = models["dev_f1"].exog
     if np.linalg.matrix_rank(exog) < exog.shape[1]:
         raise NerbiasError(f"the {len(runs)} runs do not separate every lever and pairwise interaction "
-                           "(a combination is missing): no effect to estimate")
+                           + ("from the CPU kinds they ran on (a kind aliased with a lever)" if kinds else
+                              "(a combination is missing)") + ": no effect to estimate")
     fits = {column: model.fit() for column, model in models.items()}
     dev = fits["dev_f1"]
     if dev.df_resid < 1:

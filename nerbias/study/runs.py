@@ -62,14 +62,18 @@ class Study:
     runs: dict[str, list[StudyRun]]          # condition -> finished runs, seed order
     unfinished: list[Path] = field(default_factory=list)
 
-    def only(self, conditions: Sequence[str]) -> "Study":
-        """The study of ``conditions`` alone (their family, as a sweep of only them would give it), or an error
-        naming a condition the sweep lacks."""
+    def only(self, conditions: Sequence[str], baseline: str, condition_key: str = "condition") -> "Study":
+        """The study of ``conditions`` alone (their family and their unfinished jobs, as a sweep of only them
+        would give), or an error naming a condition the sweep lacks or the baseline left out."""
+        if baseline not in conditions:
+            raise NerbiasError(f"--conditions {','.join(conditions)}: the baseline ({baseline}) must be among them "
+                               "(every difference is taken from it)")
         missing = [c for c in conditions if c not in self.runs]
         if missing:
             raise NerbiasError(f"--conditions: no finished run of {', '.join(missing)} in the sweep; it has "
                                f"{', '.join(self.runs)}")
-        return Study({c: rs for c, rs in self.runs.items() if c in conditions}, self.unfinished)
+        unfinished = [p for p in self.unfinished if str(select(saved_config(p, resolve=True), condition_key)) in conditions]
+        return Study({c: rs for c, rs in self.runs.items() if c in conditions}, unfinished)
 
 
 def find_study(sweep_dir: str | Path, condition_key: str = "condition") -> Study:

@@ -77,7 +77,7 @@ def _run_training(cfg: DictConfig, output_dir: Path) -> dict[str, float]:
         return kept
     if (output_dir / "metrics.json").is_file() and not (output_dir / "checkpoints" / "last.pt").is_file():
         log.warning("%s: results of a finished training but no checkpoint, and not all of this config's results "
-                    "are there: training again from scratch (same seed, same result)", output_dir)
+                    "are there: training again from scratch (same seed: the same result but for float drift)", output_dir)
     run_config = OmegaConf.to_container(cfg, resolve=True)
     augmentation = build(cfg.augment, "augment.")
     embeddings = build(cfg.embeddings, "embeddings.")

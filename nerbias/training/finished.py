@@ -100,7 +100,7 @@ def finished_training_job(cfg: DictConfig, output_dir: Path, evaluations: Sequen
     the report, when one is asked for) is there with the same settings. Such a job needs no checkpoint:
     a study restored from its archive (``scripts/study_archive.py``) skips its finished jobs instead of
     training them again. Anything missing or set differently: None, and the job runs, resuming from
-    ``last.pt`` when there is one (a restored job has none: it trains again, to the same result).
+    ``last.pt`` when there is one (a restored job has none: it trains again, to the same result but for float drift, docs/training.md).
     """
     if OmegaConf.select(cfg, "trainer.resume") not in (True, "true"):  # a path resumes from that checkpoint
         return None

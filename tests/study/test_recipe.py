@@ -119,8 +119,8 @@ def test_only_the_declared_search_is_decided_and_an_unfinished_one_is_marked_pro
 def test_jobs_on_two_cpu_kinds_are_blocked_on_the_kind_and_decide_as_on_one(tmp_path):
     """Lent machines change between sessions, in the sweep's job order (seed, then locked dropout outermost): a
     kind that shifts dev F1 by 0.3 points and begins halfway through seed 1 would pass as locked dropout's
-    effect without the block term; with it the effects and the decision are those of one kind. A kind that
-    follows the seed is held by the seed's term."""
+    effect without blocking on (seed, kind); with it the effects and the decision are those of one kind. A kind
+    that follows the seed changes nothing; a kind that is a lever is refused."""
     one = lever_effects(read_search(write_search(tmp_path / "one")))
     halfway = lambda seed, levels: ("EPYC", 0.3) if seed == 2 or levels[0] == 1 else ("Xeon", 0.0)  # noqa: E731
     runs = read_search(write_search(tmp_path / "two", cpu=halfway))
@@ -135,6 +135,14 @@ def test_jobs_on_two_cpu_kinds_are_blocked_on_the_kind_and_decide_as_on_one(tmp_
     by_seed = lambda seed, levels: ("EPYC", 0.3) if seed == 2 else ("Xeon", 0.0)  # noqa: E731
     nested = lever_effects(read_search(write_search(tmp_path / "nested", cpu=by_seed)))
     assert nested["dev_f1_effect"].to_numpy() == pytest.approx(one["dev_f1_effect"].to_numpy(), abs=1e-9)
+    # three kinds, two of them splitting seed 2 by locked dropout: blocked on (seed, kind)
+    three = lambda seed, levels: ("Xeon", 0.0) if seed == 1 else (("EPYC", 0.3) if levels[0] else ("Xeon", 0.0))  # noqa: E731
+    split = lever_effects(read_search(write_search(tmp_path / "three", cpu=three)))
+    assert split["dev_f1_effect"].to_numpy() == pytest.approx(one["dev_f1_effect"].to_numpy(), abs=0.08)
+    # a kind that is locked dropout in every seed: no effect separable, said
+    aliased = lambda seed, levels: ("EPYC", 0.3) if levels[0] else ("Xeon", 0.0)  # noqa: E731
+    with pytest.raises(NerbiasError, match="from the CPU kinds they ran on"):
+        lever_effects(read_search(write_search(tmp_path / "aliased", cpu=aliased)))
 
 
 def test_a_value_outside_the_search_a_job_without_config_or_an_aliased_design_is_refused(tmp_path):

@@ -309,9 +309,18 @@ def test_a_study_of_chosen_conditions_is_the_study_of_a_sweep_holding_only_them(
     assert len(pd.read_csv(tmp_path / "out_all" / "claims.csv")) > len(chosen)   # control: the wider family
     assert (read(tmp_path / "out_chosen", "winogender").equals(read(tmp_path / "out_two", "winogender")))
     from nerbias.study.aggregate import main
-    assert main(["--study", str(tmp_path / "all"), "--conditions", "baseline,nosuch", "-o", str(tmp_path / "x")]) == 2
+    assert main(["--study", str(tmp_path / "all"), "--conditions", "baseline, nosuch", "-o", str(tmp_path / "x")]) == 2
     assert capsys.readouterr().err.strip() == ("error: --conditions: no finished run of nosuch in the sweep; it has "
                                                "baseline, mask, names")
+    assert main(["--study", str(tmp_path / "all"), "--conditions", "names,mask", "-o", str(tmp_path / "x")]) == 2
+    assert capsys.readouterr().err.strip().startswith("error: --conditions names,mask: the baseline (baseline) must")
+    with pytest.raises(SystemExit):
+        main(["--study", str(tmp_path / "all"), "--conditions", " ,", "-o", str(tmp_path / "x")])
+    assert "--conditions names no condition" in capsys.readouterr().err
+    # an unfinished job of a condition left out is not the chosen study's
+    (tmp_path / "all" / "mask-seed1" / "metrics.json").unlink()
+    run_study(tmp_path / "all", tmp_path / "out_unfinished", n_boot=200, conditions=["baseline", "names"])
+    assert "Unfinished" not in (tmp_path / "out_unfinished" / "study.md").read_text()
 
 
 def test_a_claim_holds_only_where_the_monte_carlo_bounds_of_its_p_agree():
