@@ -3,8 +3,7 @@
     python -m nerbias.reporting.group_coverage [--studies 1000] [-o DIR]
 
 writes ``group_coverage.csv`` (method x shape x names x seeds: coverage and mean width), ``group_power.csv``
-(names and seeds against the group difference a test detects) and prints both as Markdown
-(docs/group-statistics.md holds the tables and the command that made them).
+(names and seeds against the group difference a test detects), prints both as Markdown (in docs/group-statistics.md).
 
 **Model.** A name's recognition probability is ``expit(a + b_s + c_sn)``: ``a`` the name's logit, ``b_s`` a
 seed effect (sd ``SEED_SD``), ``c_sn`` a seed x name interaction (sd ``INTERACTION_SD``; both measured on
@@ -16,8 +15,7 @@ low names, as a real list can. Truths are exact (Gauss-Hermite over the normal p
 
 - **names like these**: ``E`` over the population's names and over seeds;
 - **these names**: ``E`` over seeds for the names drawn;
-- one seed: the names-like-these truth given that seed's effect (an interval from one trained model says
-  nothing of another).
+- one seed: the names-like-these truth given that seed's effect (one trained model says nothing of another).
 
 The paired difference of one group puts the condition's change in a few names, as ``ambiguous_names`` does:
 names whose baseline accuracy is under 0.1 gain ``PLACE_SHIFT`` logits, the rest none.

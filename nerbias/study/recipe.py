@@ -28,6 +28,7 @@ from nerbias.data.conll2003 import EXPECTED_SIZES
 from nerbias.errors import NerbiasError
 from nerbias.fileio import RESOLVED_CONFIG
 from nerbias.reporting.runs import read_metrics, saved_config, select
+from nerbias.study.runs import platform_kind
 
 QUALITY_P = 0.10
 PATIENCE_MARGIN = 0.15  # dev F1 points a shorter patience may cost (declared 2026-12-06, before any run)
@@ -73,15 +74,14 @@ def read_search(sweep_dir: str | Path) -> pd.DataFrame:
         history = metrics.get("history") or []
         sentences = select(config, "data.max_train_sentences") or EXPECTED_SIZES["train"][0]
         epoch_seconds = [h.get("epoch_seconds") for h in history]
-        kinds = [f"{p.get('cpu')} ({p.get('cpu_capability')}, {p.get('threads')} threads)"  # a resumed job: each
-                 for p in metrics.get("platforms") or [metrics.get("platform") or {}]]  # kind it ran on, a block
         rows.append({"job": job.name, "seed": select(config, "seed"), **levels,
                      "dev_f1": 100 * metrics["metrics"]["dev_f1"], "epochs": len(history),
                      "train_seconds": sum(sentences / h["train_sentences_per_second"] for h in history
                                           if h.get("train_sentences_per_second")),
                      "epochs_seconds": sum(epoch_seconds) if history and None not in epoch_seconds else float("nan"),
                      "commit": (metrics.get("code") or {}).get("commit"),
-                     "cpu": " resumed on ".join(dict.fromkeys(kinds))})
+                     # a job resumed on another kind is a block of its own (lever_effects)
+                     "cpu": platform_kind(metrics.get("platforms") or [metrics.get("platform") or {}])})
     if not rows:
         raise NerbiasError(f"{sweep_dir}: no finished job (metrics.json) to read")
     return pd.DataFrame(rows)

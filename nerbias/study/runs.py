@@ -362,15 +362,19 @@ def census_figures(study: Study, label: str, n_boot: int, seed: int) -> dict[str
     return out
 
 
+def platform_kind(platforms: Sequence[Mapping[str, Any]]) -> str:
+    """The kinds a run trained on, as metrics.json's ``platforms`` lists them: "A resumed on B" for a run resumed
+    on another kind; "not recorded" for none."""
+    described = [f"{p.get('cuda') or p.get('cpu')} ({p.get('cpu_capability')} kernels, {p.get('threads')} threads)"
+                 for p in platforms]
+    return " resumed on ".join(described) if described else "not recorded"
+
+
 def platforms_note(runs: Mapping[str, Sequence[StudyRun]]) -> str:
     """Which CPU kinds trained the runs: the same seed drifts from one kind to another (docs/training.md)."""
-    def described(platform: Mapping[str, Any]) -> str:
-        return (f"{platform.get('cuda') or platform.get('cpu')} ({platform.get('cpu_capability')} kernels, "
-                f"{platform.get('threads')} threads)")
-
     kinds: dict[str, int] = {}
-    for run in (r for rs in runs.values() for r in rs):  # a run resumed on another kind: "A resumed on B"
-        kind = " resumed on ".join(map(described, run.platforms)) if run.platforms else "not recorded"
+    for run in (r for rs in runs.values() for r in rs):
+        kind = platform_kind(run.platforms)
         kinds[kind] = kinds.get(kind, 0) + 1
     if list(kinds) == ["not recorded"]:
         return ""
@@ -379,4 +383,4 @@ def platforms_note(runs: Mapping[str, Sequence[StudyRun]]) -> str:
 
 __all__ = ["CONLL_METRICS", "NAME_CORPORA", "RACE_GAP_PREFIX", "REFERENCE_RACE", "Figures", "Study", "StudyRun",
            "YearlySums", "add_conll_statistics", "census_figures", "platforms_note", "drawn_unit_counts",
-           "names_part_replicates", "drawable_names", "find_study", "race_gap_metric", "seed_ids"]
+           "names_part_replicates", "drawable_names", "find_study", "platform_kind", "race_gap_metric", "seed_ids"]
