@@ -7,6 +7,8 @@ each seed. Nothing else should run meanwhile: two trainings on 2 cores slow each
 
     git worktree add ../nerbias-old 2b4ac39
     .venv/bin/python benchmarks/bench_recipe_time.py ../nerbias-old . --seeds 1 --out /tmp/recipe_time
+    # the new default's test F1 over seeds 1-5, its time against the old one's on seeds 1-2:
+    .venv/bin/python benchmarks/bench_recipe_time.py ../nerbias-old . --seeds 1 2 3 4 5 --old-seeds 1 2 --out ...
 
 Each run's folder (``<out>/<label>-seed<S>``) keeps its metrics.json; a finished one is read, not rerun.
 """
@@ -51,22 +53,36 @@ def main() -> None:
     parser.add_argument("old", type=Path, help="checkout of the old commit")
     parser.add_argument("new", type=Path, help="checkout of the new commit")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
+    parser.add_argument("--old-seeds", type=int, nargs="+",
+                        help="train the old commit for these seeds only (default: every seed); the wall-time ratio "
+                             "pairs them, the new commit's F1 is read over all its seeds")
     parser.add_argument("--out", type=Path, required=True, help="folder for the runs (kept: a rerun reads them)")
     parser.add_argument("overrides", nargs="*", help="train.py overrides for both (none: each commit's default)")
     args = parser.parse_intermixed_args()  # overrides may follow the options
     args.out.mkdir(parents=True, exist_ok=True)
+    old_seeds = set(args.seeds if args.old_seeds is None else args.old_seeds)
+    if not old_seeds <= set(args.seeds):
+        parser.error(f"--old-seeds {sorted(old_seeds - set(args.seeds))} not among --seeds")
     rows = []
     for seed in args.seeds:
         for label, tree in (("old", args.old), ("new", args.new)):
+            if label == "old" and seed not in old_seeds:
+                continue
             row = timed_training(tree.resolve(), (args.out / f"{label}-seed{seed}").resolve(), seed, args.overrides)
             rows.append({"label": label, "seed": seed, **row})
             print(f"{label} {row['commit']} seed {seed}: {row['wall_seconds']:.0f} s, {row['epochs']} epochs "
                   f"(best {row['best_epoch']}), {row['wall_seconds'] / row['epochs']:.1f} s an epoch with start-up, "
                   f"peak RSS {row['peak_rss_mb']:.0f} MB, dev F1 {row['dev_f1']:.4f}, test F1 {row['test_f1']:.4f}",
                   flush=True)
-    print(f"CPU: {rows[0]['cpu']}")
-    ratios = [new["wall_seconds"] / old["wall_seconds"] for old, new in zip(rows[::2], rows[1::2])]
-    print(f"wall time new / old, by seed: {', '.join(f'{r:.2f}' for r in ratios)}; median {statistics.median(ratios):.2f}")
+    print(f"CPU: {', '.join(sorted({str(row['cpu']) for row in rows}))}")
+    by_run = {(row["label"], row["seed"]): row for row in rows}
+    ratios = [by_run["new", seed]["wall_seconds"] / by_run["old", seed]["wall_seconds"] for seed in sorted(old_seeds)]
+    print(f"wall time new / old, by seed {', '.join(map(str, sorted(old_seeds)))}: "
+          f"{', '.join(f'{r:.2f}' for r in ratios)}; median {statistics.median(ratios):.2f}")
+    for label in ("old", "new"):
+        scores = [row["test_f1"] for row in rows if row["label"] == label]
+        print(f"{label}: median test F1 {statistics.median(scores):.4f} over {len(scores)} seeds "
+              f"({', '.join(f'{v:.4f}' for v in scores)})")
 
 
 if __name__ == "__main__":

@@ -36,11 +36,13 @@ def main(argv: list[str] | None = None) -> int:
     except NerbiasError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    commits = sorted(set().union(*runs["commits"]))
     print(f"{len(runs)} finished jobs, seeds {sorted(runs['seed'].unique())}; dev F1 (points) "
-          f"{runs['dev_f1'].min():.2f}-{runs['dev_f1'].max():.2f}; commit {', '.join(map(str, runs['commit'].unique()))}; "
+          f"{runs['dev_f1'].min():.2f}-{runs['dev_f1'].max():.2f}; commit {', '.join(commits)}; "
           f"{', '.join(runs['cpu'].unique())}")
     shown = effects.drop(columns="kept") if problems else effects  # a provisional table decides nothing
-    print(shown.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    # 4 decimals: a p of 0.0996 or a bound of -0.1496 must not print as the threshold it passed
+    print(shown.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     print(f"rule: a quality lever joins when its effect > 0 with one-sided p < {QUALITY_P}; patience_4 when its "
           f"90% interval's low end > -{PATIENCE_MARGIN}")
     if problems:

@@ -2,8 +2,9 @@
 
 ``experiment=recipe_search`` trains a 2^4 factorial of four levers, two seeds each. Each lever's main effect
 on dev F1 (points; the best checkpoint on the whole dev split) is the coefficient of an ordinary least
-squares fit with each lever coded -1/2 (off) and +1/2 (on), the six two-lever interactions and the seed; its
-standard error comes from that fit's residuals. The rule, declared before any run:
+squares fit with each lever coded -1/2 (off) and +1/2 (on), the six two-lever interactions and the seed (with
+jobs on several CPU kinds: seed and kind); its standard error comes from that fit's residuals. The rule,
+declared before any run:
 
 - a lever for quality (``locked_dropout``, ``grad_clip_1``, ``nadam``) joins the default when its effect is
   positive with a one-sided p below 0.10;
@@ -26,7 +27,7 @@ import pandas as pd
 
 from nerbias.data.conll2003 import EXPECTED_SIZES
 from nerbias.errors import NerbiasError
-from nerbias.fileio import RESOLVED_CONFIG
+from nerbias.fileio import RESOLVED_CONFIG, config_digest
 from nerbias.reporting.runs import read_metrics, saved_config, select
 from nerbias.study.runs import platform_kind
 
@@ -47,6 +48,18 @@ LEVERS = (Lever("locked_dropout", "model.locked_dropout", True, False),
           Lever("nadam", "trainer.optimizer._target_", "torch.optim.NAdam", "torch.optim.Adam"),
           Lever("patience_4", "trainer.patience", 4, 8))
 DECLARED_SEEDS = (1, 2)  # configs/experiment/recipe_search.yaml: every combination of the levers, each seed
+# What may differ between the jobs besides the levers: the seed, names and places, how a job was started.
+# Everything else a job trains with (data, embeddings, model, augment, trainer) must be one setup.
+NOT_SETUP = ("seed", "run_name", "run_tags", "sweep_id", "paths", "hydra", "logger", "trainer.resume",
+             "trainer.device", "trainer.optimizer")  # the optimizer is the nadam lever's; compared within its level
+
+
+def _setup(config: dict) -> dict[str, Any]:
+    """The job's config flattened to dotted keys, without the levers and ``NOT_SETUP``."""
+    flat = pd.json_normalize(config, sep=".").iloc[0].to_dict() if config else {}
+    skip = NOT_SETUP + tuple(lever.key for lever in LEVERS)
+    return {key: value for key, value in flat.items()
+            if not any(key == prefix or key.startswith(prefix + ".") for prefix in skip)}
 
 
 def read_search(sweep_dir: str | Path) -> pd.DataFrame:
@@ -72,6 +85,8 @@ def read_search(sweep_dir: str | Path) -> pd.DataFrame:
         if not isinstance(select(config, "seed"), int):
             raise NerbiasError(f"{job}: its saved config has no integer seed ({select(config, 'seed')!r})")
         history = metrics.get("history") or []
+        recorded = metrics.get("config_sha256")  # absent from runs older than it: not checked
+        codes = metrics.get("codes") or [metrics.get("code") or {}]  # each attempt's code, when it changed
         sentences = select(config, "data.max_train_sentences") or EXPECTED_SIZES["train"][0]
         epoch_seconds = [h.get("epoch_seconds") for h in history]
         rows.append({"job": job.name, "seed": select(config, "seed"), **levels,
@@ -79,7 +94,12 @@ def read_search(sweep_dir: str | Path) -> pd.DataFrame:
                      "train_seconds": sum(sentences / h["train_sentences_per_second"] for h in history
                                           if h.get("train_sentences_per_second")),
                      "epochs_seconds": sum(epoch_seconds) if history and None not in epoch_seconds else float("nan"),
-                     "commit": (metrics.get("code") or {}).get("commit"),
+                     "commits": tuple(sorted({str(code.get("commit")) for code in codes})),
+                     "dirty": any(code.get("dirty") for code in codes),
+                     "setup": _setup(config),
+                     "optimizer": repr(select(config, "trainer.optimizer")),
+                     "config_matches": recorded is None or not (job / RESOLVED_CONFIG).is_file()
+                     or recorded == config_digest(config),
                      # a job resumed on another kind is a block of its own (lever_effects)
                      "cpu": platform_kind(metrics.get("platforms") or [metrics.get("platform") or {}])})
     if not rows:
@@ -89,8 +109,9 @@ def read_search(sweep_dir: str | Path) -> pd.DataFrame:
 
 def design_problems(runs: pd.DataFrame, seeds: tuple[int, ...] = DECLARED_SEEDS) -> list[str]:
     """What keeps ``runs`` from being the declared search: combinations missing or run twice, seeds outside
-    the declaration, more than one commit (which would mix into the levers' effects). More than one CPU kind
-    is allowed: the fit blocks on it (``lever_effects``)."""
+    the declaration, more than one commit or a job of uncommitted code or none recorded (any would mix into the
+    levers' effects), jobs whose setup differs beyond the levers, results that do not belong to the config
+    saved beside them. More than one CPU kind is allowed: the fit blocks on it (``lever_effects``)."""
     names = [lever.name for lever in LEVERS]
     problems = []
     counts = runs.groupby(["seed", *names]).size()
@@ -106,9 +127,24 @@ def design_problems(runs: pd.DataFrame, seeds: tuple[int, ...] = DECLARED_SEEDS)
                if (seed, *levels) not in done]
     if missing:
         problems.append(f"{len(missing)} of the declared {len(seeds) * 2 ** len(names)} jobs have not finished")
-    if runs["commit"].nunique(dropna=False) > 1:
-        problems.append(f"the jobs ran at {runs['commit'].nunique(dropna=False)} commits: "
-                        + ", ".join(map(str, sorted(runs["commit"].astype(str).unique()))))
+    commits = sorted(set().union(*runs["commits"]) - {"None"})  # a job with none recorded: the next problem
+    if len(commits) > 1:
+        problems.append(f"the jobs ran at {len(commits)} commits: " + ", ".join(commits))
+    unknown = runs.loc[runs["commits"].map(lambda c: "None" in c) | runs["dirty"], "job"].tolist()
+    if unknown:
+        problems.append(f"{len(unknown)} jobs ran code with no commit recorded or uncommitted changes: "
+                        + ", ".join(unknown))
+    if "setup" in runs:
+        keys = sorted(set().union(*runs["setup"]))
+        differing = [key for key in keys if len({repr(setup.get(key)) for setup in runs["setup"]}) > 1]
+        differing += [f"trainer.optimizer (within nadam={level})" for level, group in runs.groupby("nadam")
+                      if group["optimizer"].nunique() > 1]
+        if differing:
+            problems.append("the jobs differ beyond the levers in " + ", ".join(differing))
+        stale = runs.loc[~runs["config_matches"], "job"].tolist()
+        if stale:
+            problems.append(f"{len(stale)} jobs' metrics.json belong to another config than the one saved beside "
+                            "them (a rerun that has not finished?): " + ", ".join(stale))
     return problems
 
 

@@ -197,11 +197,11 @@ class Trainer:
 
     def _checkpoint_payload(self, tagger: NerTagger, optimizer, epoch: int, best_f1: float, best_epoch: int,
                             bad_epochs: int, history: list, shuffle_gen: torch.Generator,
-                            platforms: list[dict[str, Any]]) -> dict[str, Any]:
+                            platforms: list[dict[str, Any]], codes: list[dict[str, Any]]) -> dict[str, Any]:
         payload = tagger.state()
         payload["trainer_state"] = {
             "epoch": epoch, "best_f1": best_f1, "best_epoch": best_epoch, "bad_epochs": bad_epochs,
-            "history": history, "platforms": platforms, "optimizer": optimizer.state_dict(),
+            "history": history, "platforms": platforms, "codes": codes, "optimizer": optimizer.state_dict(),
             "torch_rng": torch.get_rng_state(), "shuffle_rng": shuffle_gen.get_state(),
         }
         if torch.cuda.is_available():
@@ -217,6 +217,7 @@ class Trainer:
         last_path = self.checkpoint_dir / "last.pt"
         start_epoch, best_f1, best_epoch, bad_epochs, history = 0, -math.inf, -1, 0, []
         platforms: list[dict[str, Any]] = []  # each attempt's kind of processor, when it differs from the last
+        codes: list[dict[str, Any]] = []      # each attempt's commit, taken as it starts (the code it loaded)
 
         if self._start is None:
             self.check_start()
@@ -254,12 +255,16 @@ class Trainer:
             start_epoch, best_f1, best_epoch = state["epoch"] + 1, state["best_f1"], state["best_epoch"]
             bad_epochs, history = state["bad_epochs"], list(state["history"])
             platforms = list(state.get("platforms", []))  # absent from checkpoints written before it was kept
+            codes = list(state.get("codes", []))
             log.info("resumed from %s after epoch %d (best dev F1 %.4f)", resume_from, state["epoch"] + 1, best_f1)
 
         n_params = sum(p.numel() for p in model.parameters())
         platform = numeric_platform(self.device)
         if not platforms or platforms[-1] != platform:
             platforms.append(platform)
+        code = code_version()
+        if not codes or codes[-1] != code:
+            codes.append(code)
         log.info("model: %d parameters on %s (%s, %s kernels, %d threads, torch %s)", n_params, self.device,
                  platform["cuda"] or platform["cpu"], platform["cpu_capability"], platform["threads"],
                  platform["torch"])
@@ -311,7 +316,7 @@ class Trainer:
                 else:
                     bad_epochs += 1
                 payload = self._checkpoint_payload(tagger, optimizer, epoch, best_f1, best_epoch, bad_epochs, history,
-                                                   shuffle_gen, platforms)
+                                                   shuffle_gen, platforms, codes)
                 try:
                     if improved:
                         best = dict(payload)
@@ -332,7 +337,7 @@ class Trainer:
                     log.info("early stopping: no dev improvement for %d epochs", bad_epochs)
 
             epoch = None  # training is over: the best checkpoint is scored
-            return self.finish(data, history, logger, platforms)
+            return self.finish(data, history, logger, platforms, codes)
         except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: every checkpoint on disk is whole (atomic writes)
             where = f"at epoch {epoch + 1}" if epoch is not None else "while scoring the best checkpoint"
             raise Interrupted.by(stop, where, "; resume with trainer.resume=true") from None
@@ -389,10 +394,11 @@ class Trainer:
         return path
 
     def finish(self, data: dict[str, list[Sentence]], history: list, logger: NullLogger,
-               platforms: list[dict[str, Any]]) -> dict[str, float]:
+               platforms: list[dict[str, Any]], codes: list[dict[str, Any]]) -> dict[str, float]:
         """Score the best checkpoint on the whole dev and test splits, and on test lower-cased
         (``test_lower_*``); write metrics, predictions, artifacts. ``platforms``: the kinds of processor
-        the attempts trained on (metrics.json ``platforms``; ``platform`` is the one that finished)."""
+        the attempts trained on (metrics.json ``platforms``; ``platform`` is the one that finished); ``codes``:
+        their commits as each started (``codes``; ``code`` is the one that finished)."""
         best_path = self.checkpoint_dir / "best.pt"
         if not best_path.is_file():
             raise NerbiasError(f"{best_path}: no best checkpoint (did training run any epoch?)")
@@ -403,8 +409,8 @@ class Trainer:
         metrics["epochs"] = len(history)
         metrics["best_epoch"] = max(range(len(history)), key=lambda i: history[i]["dev_f1"]) + 1 if history else 0
         atomic_write_json(self.output_dir / "metrics.json", {"metrics": metrics, "history": history,
-                                                             "code": code_version(), "platform": platforms[-1],
-                                                             "platforms": platforms,
+                                                             "code": codes[-1], "codes": codes,
+                                                             "platform": platforms[-1], "platforms": platforms,
                                                              "config_sha256": config_digest(self.run_config)})
         logger.summary(metrics)
         logger.artifact(model_artifact_name(self.run_name), "model", best_path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -114,6 +115,49 @@ def test_only_the_declared_search_is_decided_and_an_unfinished_one_is_marked_pro
     for name in ("config_resolved.yaml", "metrics.json"):
         (copy / name).write_text((twice / "job-1-0000" / name).read_text())
     assert design_problems(read_search(twice))[0].startswith("1 combinations run more than once")
+
+
+def edit_job(job, config=None, metrics=None):
+    """Change one finished job's saved config (its results following it, as a run of it would record) or its
+    metrics.json in place."""
+    from nerbias.fileio import config_digest
+
+    saved = yaml.safe_load((job / "config_resolved.yaml").read_text())
+    record = json.loads((job / "metrics.json").read_text())
+    if config:
+        config(saved)
+        (job / "config_resolved.yaml").write_text(yaml.safe_dump(saved))
+    record["config_sha256"] = config_digest(saved)
+    if metrics:
+        metrics(record)
+    (job / "metrics.json").write_text(json.dumps(record))
+
+
+def test_a_search_is_refused_for_code_setup_or_results_it_cannot_vouch_for(tmp_path):
+    """Only the levers and the seed may differ, every attempt at one commit with nothing uncommitted, and each
+    job's results must belong to the config saved beside it."""
+    clean = write_search(tmp_path / "clean")
+    for job in sorted(clean.iterdir()):  # as the trainer writes them: the config's digest recorded
+        edit_job(job)
+    assert design_problems(read_search(clean)) == []  # control
+
+    for case, config, metrics, expected in [
+        ("dirty", None, lambda r: r["code"].update(dirty=True), "1 jobs ran code with no commit recorded or "
+         "uncommitted changes: job-1-0110"),
+        ("no commit", None, lambda r: r.update(code={}), "1 jobs ran code with no commit recorded"),
+        ("resumed at another commit", None, lambda r: r.update(codes=[{"commit": "old"}, {"commit": "abc"}]),
+         "the jobs ran at 2 commits: abc, old"),
+        ("setup", lambda c: c["data"].update(max_train_sentences=3000), None,
+         "the jobs differ beyond the levers in data.max_train_sentences"),
+        ("optimizer", lambda c: c["trainer"]["optimizer"].update(lr=0.01), None,
+         "the jobs differ beyond the levers in trainer.optimizer (within nadam=1)"),
+        ("stale", None, lambda r: r.update(config_sha256="0" * 64), "1 jobs' metrics.json belong to another config"),
+    ]:
+        sweep = tmp_path / case.replace(" ", "_")
+        shutil.copytree(clean, sweep)
+        edit_job(sweep / "job-1-0110", config, metrics)
+        problems = design_problems(read_search(sweep))
+        assert len(problems) == 1 and problems[0].startswith(expected), (case, problems)
 
 
 def test_jobs_on_two_cpu_kinds_are_blocked_on_the_kind_and_decide_as_on_one(tmp_path):

@@ -82,3 +82,44 @@ def test_the_fused_default_trains_the_same_model_to_float_rounding_on_the_first_
     reference = NerTagger.build(train, {"lstm_hidden": 8, "char_filters": 4, "char_dim": 4, "kernels": "reference"})
     for (name, a), (_, b) in zip(fused.model.state_dict().items(), reference.model.state_dict().items()):
         assert torch.equal(a, b), name
+
+
+def _pinned_keys(node, prefix: str = "") -> set[str]:
+    return {key for name, value in node.items()
+            for key in (_pinned_keys(value, f"{prefix}{name}.") if isinstance(value, dict) else {f"{prefix}{name}"})}
+
+
+def test_train_py_with_no_override_runs_the_default_recipe_v2():
+    from omegaconf import OmegaConf
+
+    default, named = (OmegaConf.to_container(compose_config("train", overrides)) for overrides in ([], ["recipe=v2"]))
+    assert default == named
+    # control: the recipe before it is another run
+    assert OmegaConf.to_container(compose_config("train", ["recipe=v1"])) != default
+
+
+def test_every_named_recipe_pins_the_same_keys():
+    """A recipe reproduces its runs only if it pins every value a later default may move."""
+    import yaml
+
+    recipes = sorted((Path(__file__).parents[2] / "configs" / "recipe").glob("*.yaml"))
+    pinned = {path.stem: _pinned_keys(yaml.safe_load(path.read_text())) for path in recipes}
+    assert {"v1", "v2"} <= set(pinned)
+    assert all(keys == pinned["v1"] for keys in pinned.values()), pinned
+
+
+def test_the_dataclasses_defaults_are_the_shipped_configs():
+    """Built from Python (ModelOptions(), TrainerSettings()) is built as train.py with no override."""
+    import dataclasses
+
+    from nerbias.models.bilstm_crf import ModelOptions
+    from nerbias.training.trainer import TrainerSettings
+
+    config = compose_config("train", [])
+    for options, node in ((ModelOptions, config.model), (TrainerSettings, config.trainer)):
+        for field in dataclasses.fields(options):
+            if field.name == "optimizer":  # a partial in the config; None in Python means Adam at its defaults
+                continue
+            shipped = node[field.name]
+            shipped = tuple(shipped) if field.name == "char_widths" else shipped
+            assert field.default == shipped, f"{options.__name__}.{field.name}"

@@ -234,6 +234,8 @@ def test_ctrl_c_is_one_line_exit_130_and_the_run_resumes(reference, tmp_path, mo
     monkeypatch.setattr(trainer, "evaluate_split", ctrl_c_in_epoch_2)
     other_kind = {**trainer.numeric_platform(), "cpu": "Another CPU", "cpu_capability": "AVX2"}
     monkeypatch.setattr(trainer, "numeric_platform", lambda device: other_kind)  # the first attempt's machine
+    earlier_code = {"commit": "0" * 40, "dirty": True}
+    monkeypatch.setattr(trainer, "code_version", lambda: earlier_code)  # and its code
     cfg = compose_config("train", tiny_train_overrides(data_dir) + [f"paths.output_dir={out}"])
     with pytest.raises(SystemExit) as stopped:
         run_or_exit(run_training, cfg, out, log_name="train")
@@ -247,6 +249,8 @@ def test_ctrl_c_is_one_line_exit_130_and_the_run_resumes(reference, tmp_path, mo
     # the study says which runs were resumed on another kind of CPU (their trajectories drift apart)
     record = json.loads((out / "metrics.json").read_text())
     assert record["platforms"] == [other_kind, record["platform"]] and record["platform"]["cpu"] != "Another CPU"
+    # and which code each attempt ran, as it started (the recipe search refuses a job of two commits)
+    assert record["codes"] == [earlier_code, trainer.code_version()] and record["code"] == record["codes"][-1]
 
 
 @pytest.mark.slow
