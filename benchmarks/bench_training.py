@@ -9,6 +9,11 @@ alone, the CPU, torch's threads and kernels, and the fraction of the FLOP floor 
 
     .venv/bin/python benchmarks/bench_training.py [--sentences 3000] [--epochs 2] [overrides ...]
     .venv/bin/python benchmarks/bench_training.py --sentences 3000 trainer.batch_size=64
+    (cd ../old-checkout && PYTHONPATH=$PWD $OLDPWD/.venv/bin/python benchmarks/bench_training.py)   # another commit
+
+A script run by path imports ``nerbias`` from the editable install, not from the checkout it lies in: another
+checkout needs ``PYTHONPATH`` set to it, and the script refuses to time code of one checkout with the configs
+of another.
 
 Overrides are ``train.py``'s (``model.lstm_hidden=100``, ``embeddings=random``). The floor counts
 multiply-adds of the LSTM, the character CNN and the projection on real (unpadded) tokens, times three
@@ -40,6 +45,19 @@ from nerbias.training.build import build_tagger
 from nerbias.training.trainer import TaggerOptimizer
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+def checked_code() -> str:
+    """The checkout whose code is timed, at its commit; the same one the configs come from, or an error."""
+    import nerbias
+
+    code = Path(nerbias.__file__).resolve().parents[1]
+    if code != CONFIGS.parent:
+        raise SystemExit(f"error: nerbias is imported from {code}, the configs are {CONFIGS.parent}'s: run with "
+                         f"PYTHONPATH={CONFIGS.parent}")
+    commit = subprocess.run(["git", "-C", str(code), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    return f"{code} at {commit or 'no commit'}"
 
 
 def cpu_description() -> tuple[str, float | None, str]:
@@ -101,6 +119,7 @@ def main() -> None:
     parser.add_argument("--peak-gflops", type=float, default=None, help="fp32 peak of the machine's cores")
     parser.add_argument("overrides", nargs="*", help="train.py config overrides")
     args = parser.parse_args()
+    code = checked_code()
     if args.threads:
         torch.set_num_threads(args.threads)
     sentences = conll_sentences("train", args.sentences)
@@ -170,6 +189,7 @@ def main() -> None:
 
     model_name, ghz, vector = cpu_description()
     threads = torch.get_num_threads()
+    print(f"# code: {code}")
     print(f"# CPU: {model_name} ({vector}); torch {torch.__version__}, {threads} threads, "
           f"kernels {torch.backends.cpu.get_cpu_capability()}; mkldnn {torch.backends.mkldnn.is_available()}")
     print(f"# {len(sentences)} sentences ({tokens} tokens) an epoch, batch {settings.batch_size}, "
