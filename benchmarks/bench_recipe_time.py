@@ -80,9 +80,11 @@ def main() -> None:
     print(f"wall time new / old, by seed {', '.join(map(str, sorted(old_seeds)))}: "
           f"{', '.join(f'{r:.2f}' for r in ratios)}; median {statistics.median(ratios):.2f}")
     for label in ("old", "new"):
-        scores = [row["test_f1"] for row in rows if row["label"] == label]
-        print(f"{label}: median test F1 {statistics.median(scores):.4f} over {len(scores)} seeds "
-              f"({', '.join(f'{v:.4f}' for v in scores)})")
+        scores = {row["seed"]: row["test_f1"] for row in rows if row["label"] == label}
+        paired = [scores[seed] for seed in sorted(old_seeds)]
+        print(f"{label}: median test F1 {statistics.median(scores.values()):.4f} over seeds "
+              f"{', '.join(map(str, scores))} ({', '.join(f'{v:.4f}' for v in scores.values())}); "
+              f"{statistics.median(paired):.4f} over the paired seeds")
 
 
 if __name__ == "__main__":

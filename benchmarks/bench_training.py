@@ -32,10 +32,17 @@ import subprocess
 import time
 from pathlib import Path
 
-from common import conll_sentences, peak_rss_mb
+import nerbias
 
-import torch
-from hydra import compose, initialize_config_dir
+CHECKOUT = Path(__file__).resolve().parents[1]
+if Path(nerbias.__file__).resolve().parents[1] != CHECKOUT:  # before any module of the wrong checkout loads
+    raise SystemExit(f"error: nerbias is imported from {Path(nerbias.__file__).resolve().parents[1]}, the configs "
+                     f"are {CHECKOUT}'s: run with PYTHONPATH={CHECKOUT}")
+
+from common import conll_sentences, peak_rss_mb  # noqa: E402 (after the check: it imports nerbias)
+
+import torch  # noqa: E402
+from hydra import compose, initialize_config_dir  # noqa: E402
 
 from nerbias.building import build
 from nerbias.data.batching import iterate_batches
@@ -44,20 +51,16 @@ from nerbias.scoring import evaluate_split
 from nerbias.training.build import build_tagger
 from nerbias.training.trainer import TaggerOptimizer
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIGS = CHECKOUT / "configs"
 
 
-def checked_code() -> str:
-    """The checkout whose code is timed, at its commit; the same one the configs come from, or an error."""
-    import nerbias
+def code_description() -> str:
+    """The timed checkout, its commit and whether a tracked file has uncommitted changes."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(CHECKOUT), *args], capture_output=True, text=True).stdout.strip()
 
-    code = Path(nerbias.__file__).resolve().parents[1]
-    if code != CONFIGS.parent:
-        raise SystemExit(f"error: nerbias is imported from {code}, the configs are {CONFIGS.parent}'s: run with "
-                         f"PYTHONPATH={CONFIGS.parent}")
-    commit = subprocess.run(["git", "-C", str(code), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
-    return f"{code} at {commit or 'no commit'}"
+    return f"{CHECKOUT} at {git('rev-parse', '--short', 'HEAD') or 'no commit'}" + (
+        " (uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def cpu_description() -> tuple[str, float | None, str]:
@@ -119,7 +122,6 @@ def main() -> None:
     parser.add_argument("--peak-gflops", type=float, default=None, help="fp32 peak of the machine's cores")
     parser.add_argument("overrides", nargs="*", help="train.py config overrides")
     args = parser.parse_args()
-    code = checked_code()
     if args.threads:
         torch.set_num_threads(args.threads)
     sentences = conll_sentences("train", args.sentences)
@@ -189,7 +191,7 @@ def main() -> None:
 
     model_name, ghz, vector = cpu_description()
     threads = torch.get_num_threads()
-    print(f"# code: {code}")
+    print(f"# code: {code_description()}")
     print(f"# CPU: {model_name} ({vector}); torch {torch.__version__}, {threads} threads, "
           f"kernels {torch.backends.cpu.get_cpu_capability()}; mkldnn {torch.backends.mkldnn.is_available()}")
     print(f"# {len(sentences)} sentences ({tokens} tokens) an epoch, batch {settings.batch_size}, "

@@ -6,6 +6,7 @@ A killed process therefore never leaves a half-written file under the final name
 from __future__ import annotations
 
 import errno
+import functools
 import glob
 import hashlib
 import json
@@ -242,9 +243,12 @@ def config_digest(resolved: Any) -> str:
     return hashlib.sha256(yaml.safe_dump(resolved, sort_keys=False).encode("utf-8")).hexdigest()
 
 
+@functools.cache
 def code_version() -> dict[str, Any]:
-    """The git commit of the code that is running (and whether its tree had uncommitted changes), for
-    the provenance of results; empty when the package is not in a git checkout or git is missing."""
+    """The git commit of the code that is running (and whether any tracked file of its checkout had
+    uncommitted changes), for the provenance of results; empty when the package is not in a git checkout or
+    git is missing. Read once a process, at its first call: a commit made later, while a multirun's process
+    goes on with the code it loaded, does not relabel its later jobs."""
     import subprocess
 
     root = Path(__file__).resolve().parent.parent

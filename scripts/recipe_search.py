@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{runs['dev_f1'].min():.2f}-{runs['dev_f1'].max():.2f}; commit {', '.join(commits)}; "
           f"{', '.join(runs['cpu'].unique())}")
     shown = effects.drop(columns="kept") if problems else effects  # a provisional table decides nothing
-    # 4 decimals: a p of 0.0996 or a bound of -0.1496 must not print as the threshold it passed
+    # 4 decimals, so a p or bound near its threshold rarely prints as the threshold; the kept column decides
     print(shown.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     print(f"rule: a quality lever joins when its effect > 0 with one-sided p < {QUALITY_P}; patience_4 when its "
           f"90% interval's low end > -{PATIENCE_MARGIN}")

@@ -18,6 +18,7 @@ default's test F1 is read afterwards, over seeds 1-5.
 from __future__ import annotations
 
 import itertools
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,15 +49,22 @@ LEVERS = (Lever("locked_dropout", "model.locked_dropout", True, False),
           Lever("nadam", "trainer.optimizer._target_", "torch.optim.NAdam", "torch.optim.Adam"),
           Lever("patience_4", "trainer.patience", 4, 8))
 DECLARED_SEEDS = (1, 2)  # configs/experiment/recipe_search.yaml: every combination of the levers, each seed
-# What may differ between the jobs besides the levers: the seed, names and places, how a job was started.
-# Everything else a job trains with (data, embeddings, model, augment, trainer) must be one setup.
-NOT_SETUP = ("seed", "run_name", "run_tags", "sweep_id", "paths", "hydra", "logger", "trainer.resume",
-             "trainer.device", "trainer.optimizer")  # the optimizer is the nadam lever's; compared within its level
+# What a job trains with, from its saved config as written (a data folder's path from another machine's
+# NERBIAS_DATA_DIR is the same setup): one for every job of the search but the levers and the seed.
+SETUP_SECTIONS = ("data", "embeddings", "model", "augment", "trainer")
+NOT_SETUP = ("trainer.resume", "trainer.device",  # how a job starts, where it computes (its kind is recorded)
+             "trainer.optimizer")  # the nadam lever's: its rate too; compared within each level of the lever
+
+
+def _flat(node: Any, prefix: str) -> dict[str, Any]:
+    if isinstance(node, dict) and node:
+        return {key: value for name, child in node.items() for key, value in _flat(child, f"{prefix}.{name}").items()}
+    return {prefix: node}
 
 
 def _setup(config: dict) -> dict[str, Any]:
-    """The job's config flattened to dotted keys, without the levers and ``NOT_SETUP``."""
-    flat = pd.json_normalize(config, sep=".").iloc[0].to_dict() if config else {}
+    """The job's setup sections flattened to dotted keys, without the levers and ``NOT_SETUP``."""
+    flat = {key: value for section in SETUP_SECTIONS for key, value in _flat(config.get(section), section).items()}
     skip = NOT_SETUP + tuple(lever.key for lever in LEVERS)
     return {key: value for key, value in flat.items()
             if not any(key == prefix or key.startswith(prefix + ".") for prefix in skip)}
@@ -96,8 +104,8 @@ def read_search(sweep_dir: str | Path) -> pd.DataFrame:
                      "epochs_seconds": sum(epoch_seconds) if history and None not in epoch_seconds else float("nan"),
                      "commits": tuple(sorted({str(code.get("commit")) for code in codes})),
                      "dirty": any(code.get("dirty") for code in codes),
-                     "setup": _setup(config),
-                     "optimizer": repr(select(config, "trainer.optimizer")),
+                     "setup": _setup(saved_config(job) if (job / ".hydra" / "config.yaml").is_file() else config),
+                     "optimizer": json.dumps(select(config, "trainer.optimizer"), sort_keys=True, default=str),
                      "config_matches": recorded is None or not (job / RESOLVED_CONFIG).is_file()
                      or recorded == config_digest(config),
                      # a job resumed on another kind is a block of its own (lever_effects)

@@ -217,7 +217,7 @@ class Trainer:
         last_path = self.checkpoint_dir / "last.pt"
         start_epoch, best_f1, best_epoch, bad_epochs, history = 0, -math.inf, -1, 0, []
         platforms: list[dict[str, Any]] = []  # each attempt's kind of processor, when it differs from the last
-        codes: list[dict[str, Any]] = []      # each attempt's commit, taken as it starts (the code it loaded)
+        codes: list[dict[str, Any]] = []      # each attempt's commit (fileio.code_version), when it changed
 
         if self._start is None:
             self.check_start()
@@ -255,7 +255,7 @@ class Trainer:
             start_epoch, best_f1, best_epoch = state["epoch"] + 1, state["best_f1"], state["best_epoch"]
             bad_epochs, history = state["bad_epochs"], list(state["history"])
             platforms = list(state.get("platforms", []))  # absent from checkpoints written before it was kept
-            codes = list(state.get("codes", []))
+            codes = list(state.get("codes", [{}]))  # a checkpoint from before it was kept: its code unknown
             log.info("resumed from %s after epoch %d (best dev F1 %.4f)", resume_from, state["epoch"] + 1, best_f1)
 
         n_params = sum(p.numel() for p in model.parameters())

@@ -3,6 +3,8 @@ effects: each lever's main effect on dev F1 is recovered, and the rule keeps exa
 
 from __future__ import annotations
 
+import copy
+import functools
 import itertools
 import json
 import shutil
@@ -11,36 +13,50 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from omegaconf import OmegaConf
 
 from helpers import compose_config, run_script
+from nerbias.fileio import config_digest
 from nerbias.errors import NerbiasError
 from nerbias.study.recipe import LEVERS, design_problems, lever_effects, read_search
 
 TRUE_EFFECTS = {"locked_dropout": 0.40, "grad_clip_1": 0.0, "nadam": -0.30, "patience_4": -0.05}  # dev F1 points
 
 
+@functools.cache
+def search_config(optimizer: str) -> dict:
+    """A job's config as the sweep's Hydra writes it (.hydra/config.yaml: interpolations as written), with
+    ``trainer/optimizer=<optimizer>``; seed and the other levers are set per job."""
+    cfg = compose_config("train", ["experiment=recipe_search", "logger=none", f"trainer/optimizer={optimizer}"])
+    return OmegaConf.to_container(cfg, resolve=False)
+
+
 def write_search(root, effects=TRUE_EFFECTS, noise=0.05, seeds=(1, 2), only=None, commit=lambda seed, levels: "abc",
-                 cpu=lambda seed, levels: ("Xeon", 0.0)):
+                 cpu=lambda seed, levels: ("Xeon", 0.0), data_dir=lambda seed, levels: "/data"):
     rng = np.random.default_rng(0)
     values = {"locked_dropout": (False, True), "grad_clip_1": (5.0, 1.0),
-              "nadam": ("torch.optim.Adam", "torch.optim.NAdam"), "patience_4": (8, 4)}
+              "nadam": ("adam", "nadam"), "patience_4": (8, 4)}
     for seed, levels in itertools.product(seeds, itertools.product((0, 1), repeat=4)):
         if only and not only(levels):
             continue
         on = dict(zip(values, levels))
-        config = {"seed": seed, "data": {"max_train_sentences": None},
-                  "model": {"locked_dropout": values["locked_dropout"][on["locked_dropout"]]},
-                  "trainer": {"grad_clip": values["grad_clip_1"][on["grad_clip_1"]],
-                              "patience": values["patience_4"][on["patience_4"]],
-                              "optimizer": {"_target_": values["nadam"][on["nadam"]]}}}
+        job = root / f"job-{seed}-{''.join(map(str, levels))}"
+        config = copy.deepcopy(search_config(values["nadam"][on["nadam"]]))
+        config["seed"] = seed
+        config["paths"].update(output_dir=str(job), data_dir=data_dir(seed, levels))
+        config["model"]["locked_dropout"] = values["locked_dropout"][on["locked_dropout"]]
+        config["trainer"].update(grad_clip=values["grad_clip_1"][on["grad_clip_1"]],
+                                 patience=values["patience_4"][on["patience_4"]])
         kind, shift = cpu(seed, levels)  # the CPU the job ran on, and its shift of dev F1
         dev = 94.0 + shift + sum(effects[name] * level for name, level in on.items()) + rng.normal(0, noise)
         epochs = 30 - 10 * on["patience_4"]
-        job = root / f"job-{seed}-{''.join(map(str, levels))}"
-        job.mkdir(parents=True)
-        (job / "config_resolved.yaml").write_text(yaml.safe_dump(config))
+        (job / ".hydra").mkdir(parents=True)
+        (job / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
+        resolved = OmegaConf.to_container(OmegaConf.create(config), resolve=True)
+        (job / "config_resolved.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))  # as runs write it
         (job / "metrics.json").write_text(json.dumps({
             "metrics": {"dev_f1": dev / 100, "test_f1": 0.5}, "code": {"commit": commit(seed, levels)},
+            "config_sha256": config_digest(resolved),
             "platform": {"cpu": kind, "cpu_capability": "AVX512", "threads": 2},
             "history": [{"train_sentences_per_second": 14041.0, "epoch_seconds": 1.5}] * epochs}))
     return root
@@ -110,24 +126,22 @@ def test_only_the_declared_search_is_decided_and_an_unfinished_one_is_marked_pro
     mixed = read_search(write_search(tmp_path / "mixed", commit=lambda seed, levels: "abc" if seed == 1 else "def"))
     assert design_problems(mixed) == ["the jobs ran at 2 commits: abc, def"]
     twice = write_search(tmp_path / "twice")
-    copy = twice / "job-1-0000-again"
-    copy.mkdir()
-    for name in ("config_resolved.yaml", "metrics.json"):
-        (copy / name).write_text((twice / "job-1-0000" / name).read_text())
-    assert design_problems(read_search(twice))[0].startswith("1 combinations run more than once")
+    shutil.copytree(twice / "job-1-0000", twice / "job-1-0000-again")
+    assert design_problems(read_search(twice)) == ["1 combinations run more than once: {'seed': 1, "
+                                                   "'locked_dropout': 0, 'grad_clip_1': 0, 'nadam': 0, 'patience_4': 0}"]
 
 
 def edit_job(job, config=None, metrics=None):
-    """Change one finished job's saved config (its results following it, as a run of it would record) or its
-    metrics.json in place."""
-    from nerbias.fileio import config_digest
-
-    saved = yaml.safe_load((job / "config_resolved.yaml").read_text())
-    record = json.loads((job / "metrics.json").read_text())
+    """Change one finished job's saved config (both files, its results following it, as a run of it would
+    record them) or its metrics.json in place."""
+    saved = yaml.safe_load((job / ".hydra" / "config.yaml").read_text())
     if config:
         config(saved)
-        (job / "config_resolved.yaml").write_text(yaml.safe_dump(saved))
-    record["config_sha256"] = config_digest(saved)
+        (job / ".hydra" / "config.yaml").write_text(yaml.safe_dump(saved))
+    resolved = OmegaConf.to_container(OmegaConf.create(saved), resolve=True)
+    (job / "config_resolved.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))  # as runs write it
+    record = json.loads((job / "metrics.json").read_text())
+    record["config_sha256"] = config_digest(resolved)
     if metrics:
         metrics(record)
     (job / "metrics.json").write_text(json.dumps(record))
@@ -136,10 +150,9 @@ def edit_job(job, config=None, metrics=None):
 def test_a_search_is_refused_for_code_setup_or_results_it_cannot_vouch_for(tmp_path):
     """Only the levers and the seed may differ, every attempt at one commit with nothing uncommitted, and each
     job's results must belong to the config saved beside it."""
-    clean = write_search(tmp_path / "clean")
-    for job in sorted(clean.iterdir()):  # as the trainer writes them: the config's digest recorded
-        edit_job(job)
-    assert design_problems(read_search(clean)) == []  # control
+    # control: jobs as a multirun writes them (run names, output folders), the data on two machines' paths
+    clean = write_search(tmp_path / "clean", data_dir=lambda seed, levels: f"/machine{seed}/data")
+    assert design_problems(read_search(clean)) == []
 
     for case, config, metrics, expected in [
         ("dirty", None, lambda r: r["code"].update(dirty=True), "1 jobs ran code with no commit recorded or "
@@ -149,6 +162,8 @@ def test_a_search_is_refused_for_code_setup_or_results_it_cannot_vouch_for(tmp_p
          "the jobs ran at 2 commits: abc, old"),
         ("setup", lambda c: c["data"].update(max_train_sentences=3000), None,
          "the jobs differ beyond the levers in data.max_train_sentences"),
+        ("epochs", lambda c: c["trainer"].update(max_epochs=30), None,
+         "the jobs differ beyond the levers in trainer.max_epochs"),
         ("optimizer", lambda c: c["trainer"]["optimizer"].update(lr=0.01), None,
          "the jobs differ beyond the levers in trainer.optimizer (within nadam=1)"),
         ("stale", None, lambda r: r.update(config_sha256="0" * 64), "1 jobs' metrics.json belong to another config"),
@@ -196,6 +211,7 @@ def test_a_value_outside_the_search_a_job_without_config_or_an_aliased_design_is
     with pytest.raises(NerbiasError, match=r"job-1-0000: trainer.grad_clip is 2.0, neither"):
         read_search(sweep)
     config.unlink()
+    shutil.rmtree(sweep / "job-1-0000" / ".hydra")
     with pytest.raises(NerbiasError, match="job-1-0000: a finished job without its saved config"):
         read_search(sweep)
     # the half fraction with every lever's level summing to even: each pairwise interaction is aliased with another

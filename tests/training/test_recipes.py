@@ -109,7 +109,8 @@ def test_every_named_recipe_pins_the_same_keys():
 
 
 def test_the_dataclasses_defaults_are_the_shipped_configs():
-    """Built from Python (ModelOptions(), TrainerSettings()) is built as train.py with no override."""
+    """Built from Python (ModelOptions(), TrainerSettings()) is built as train.py with no override, but for the
+    optimizer: the config's is a partial, Python's None means torch's Adam at its defaults (not fused)."""
     import dataclasses
 
     from nerbias.models.bilstm_crf import ModelOptions
