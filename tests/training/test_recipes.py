@@ -31,6 +31,7 @@ REFERENCE = json.loads((Path(__file__).parent / "recipe_v1_reference.json").read
 # above at 2b4ac39 with EARLY_STOP's overrides and ``epochs=30``.
 EARLY_STOP = ["trainer.batch_size=32", "trainer.optimizer.lr=0.001", "trainer.max_epochs=30", "trainer.patience=2"]
 EARLY_STOP_REFERENCE = json.loads((Path(__file__).parent / "recipe_v1_early_stop_reference.json").read_text())
+V2_REFERENCE = json.loads((Path(__file__).parent / "recipe_v2_reference.json").read_text())
 
 
 def tiny_run(tmp_path: Path, extra: list[str]) -> dict:
@@ -45,20 +46,35 @@ def same_platform(platform: dict, reference: dict = REFERENCE) -> bool:
     return all(platform.get(key) == reference["platform"][key] for key in ("cpu_capability", "torch", "threads"))
 
 
+def compare_to_reference(payload: dict, reference: dict, keys: tuple[str, ...], rel: float) -> None:
+    """Every float to the last digit where the platform's ``keys`` are the reference's; elsewhere (its own
+    rounding) the same number of epochs and the training losses to ``rel``."""
+    history = [{k: v for k, v in h.items() if k not in TIMING_KEYS} for h in payload["history"]]
+    reference_history = [{k: v for k, v in h.items() if k not in TIMING_KEYS} for h in reference["history"]]
+    assert len(history) == len(reference_history)  # the same epochs, early stopping included
+    if all(payload["platform"].get(key) == reference["platform"][key] for key in keys):
+        assert payload["metrics"] == reference["metrics"]
+        assert history == reference_history
+    else:
+        assert [h["train_loss"] for h in history] == pytest.approx([h["train_loss"] for h in reference_history],
+                                                                    rel=rel)
+
+
 @pytest.mark.parametrize("extra, reference", [([], REFERENCE), (EARLY_STOP, EARLY_STOP_REFERENCE)],
                          ids=["smoke", "early_stop"])
 def test_recipe_v1_reproduces_the_run_of_the_code_before_recipes(tmp_path, extra, reference):
     payload = tiny_run(tmp_path, ["recipe=v1", *extra])
-    history = [{k: v for k, v in h.items() if k not in TIMING_KEYS} for h in payload["history"]]
-    reference_history = [{k: v for k, v in h.items() if k not in TIMING_KEYS} for h in reference["history"]]
-    assert len(history) == len(reference_history)  # the same epochs, early stopping included
-    if same_platform(payload["platform"], reference):  # the same kernels: every float to the last digit
-        assert payload["metrics"] == reference["metrics"]
-        assert history == reference_history
-    else:  # another CPU kind or torch: its own rounding, so the losses to 6 digits, the counts exactly
+    compare_to_reference(payload, reference, ("cpu_capability", "torch", "threads"), rel=1e-6)
+    if not same_platform(payload["platform"], reference):  # another CPU kind or torch: the counts exactly
         assert payload["metrics"]["best_epoch"] == reference["metrics"]["best_epoch"]
-        assert [h["train_loss"] for h in history] == pytest.approx([h["train_loss"] for h in reference_history],
-                                                                    rel=1e-6)
+
+
+def test_recipe_v2_reproduces_the_default_of_2026_12_06(tmp_path):
+    """The run ``recipe_v2_reference.json`` holds, made with the code of commit 84ac1b8 (the default then) as REFERENCE was,
+    with ``recipe=v2``. oneDNN's fused BiLSTM picks its kernels by CPU model, so only the same model compares to
+    the digit; elsewhere the losses to 1e-4."""
+    payload = tiny_run(tmp_path, ["recipe=v2"])
+    compare_to_reference(payload, V2_REFERENCE, ("cpu", "cpu_capability", "torch", "threads"), rel=1e-4)
 
 
 def test_the_default_recipe_computes_with_the_fused_kernels_and_v1_with_the_reference_ones():
