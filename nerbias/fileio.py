@@ -24,6 +24,9 @@ from nerbias.errors import DataFormatError, NerbiasError
 
 # Every task writes its config, interpolations resolved, under this name in its run directory.
 RESOLVED_CONFIG = "config_resolved.yaml"
+# The sections of a saved training config that define what is trained (training.run_identity: a resumed run must
+# agree on all of them; study.recipe: the recipe search's jobs may differ in them only by its levers and seed).
+RUN_DEFINING_KEYS = ("seed", "data", "embeddings", "model", "augment", "trainer")
 
 
 def _write_error(path: Path, error: OSError) -> NerbiasError:

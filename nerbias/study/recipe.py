@@ -28,7 +28,7 @@ import pandas as pd
 
 from nerbias.data.conll2003 import EXPECTED_SIZES
 from nerbias.errors import NerbiasError
-from nerbias.fileio import RESOLVED_CONFIG, config_digest
+from nerbias.fileio import RESOLVED_CONFIG, RUN_DEFINING_KEYS, config_digest
 from nerbias.reporting.runs import read_metrics, saved_config, select
 from nerbias.study.runs import platform_kind
 
@@ -51,7 +51,7 @@ LEVERS = (Lever("locked_dropout", "model.locked_dropout", True, False),
 DECLARED_SEEDS = (1, 2)  # configs/experiment/recipe_search.yaml: every combination of the levers, each seed
 # What a job trains with, from its saved config as written (a data folder's path from another machine's
 # NERBIAS_DATA_DIR is the same setup): one for every job of the search but the levers and the seed.
-SETUP_SECTIONS = ("data", "embeddings", "model", "augment", "trainer")
+SETUP_SECTIONS = tuple(key for key in RUN_DEFINING_KEYS if key != "seed")
 NOT_SETUP = ("trainer.resume", "trainer.device",  # how a job starts, where it computes (its kind is recorded)
              "trainer.optimizer")  # the nadam lever's: its rate too; compared within each level of the lever
 

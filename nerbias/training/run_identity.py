@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from nerbias.errors import NerbiasError
+from nerbias.fileio import RUN_DEFINING_KEYS
 from nerbias.models.bilstm_crf import effective_model_options
 from nerbias.models.embedders import effective_embedding_options
 from nerbias.training.augment import AUGMENT_PROBABILITIES, effective_augment_options
 
-# Config sections that define what is trained; a resumed run must agree on all of them.
-RUN_DEFINING_KEYS = ("seed", "data", "embeddings", "model", "augment", "trainer")
 # trainer keys that do not shape the run: how to start, where to compute (its kind is recorded in
 # metrics.json's platforms), the scoring batch (rounding only), and where it stops: a run continued with
 # more epochs or more patience follows the same trajectory as one started with them.
