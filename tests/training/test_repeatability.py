@@ -4,40 +4,80 @@ from __future__ import annotations
 
 import importlib.util
 
+import torch
+
 from helpers import ROOT, make_tiny_conll, run_script, tiny_train_overrides
+
+TOOL = "scripts/repeatability.py"
 
 
 def load_tool():
-    spec = importlib.util.spec_from_file_location("repeatability", ROOT / "scripts" / "repeatability.py")
+    spec = importlib.util.spec_from_file_location("repeatability", ROOT / TOOL)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def test_first_difference_names_the_step_and_the_parameters():
+def test_first_difference_names_the_step_and_the_parameters_by_name():
     tool = load_tool()
     same = ["a=1\tb=2", "a=3\tb=4"]
     assert tool.first_difference(same, list(same)) is None
     assert tool.first_difference(same, ["a=1\tb=2", "a=3\tb=5"]) == "step 1: b"
     assert tool.first_difference(same, same[:1]) == "step 1: one run has 2 steps, the other 1"
+    # a parameter without a gradient in one run: the others keep their names
+    assert tool.first_difference(["a=1\tb=2\tc=3"], ["a=1\tc=3"]) == "step 0: b"
 
 
-def test_two_repeats_of_a_tiny_run_have_the_same_gradients_at_every_step(tmp_path):
+def test_tensor_digest_sees_dtype_shape_and_a_sparse_gradients_rows():
+    tool = load_tool()
+    values = torch.ones(1, 2)
+    on_row_0 = torch.sparse_coo_tensor(torch.tensor([[0]]), values, (3, 2))
+    on_row_2 = torch.sparse_coo_tensor(torch.tensor([[2]]), values, (3, 2))
+    assert tool.tensor_digest(on_row_0) == tool.tensor_digest(on_row_0.clone())
+    assert tool.tensor_digest(on_row_0) != tool.tensor_digest(on_row_2)
+    dense = torch.arange(6.0).view(2, 3)
+    assert tool.tensor_digest(dense) != tool.tensor_digest(dense.view(3, 2))
+    assert tool.tensor_digest(dense) != tool.tensor_digest(dense.double())
+    assert len(tool.tensor_digest(dense.to(torch.bfloat16))) == 16
+
+
+def test_repeats_of_a_tiny_run_agree_and_another_seed_differs_at_the_first_step(tmp_path):
+    tool = load_tool()
     data_dir = make_tiny_conll(tmp_path / "data")
+    overrides = tiny_train_overrides(data_dir, epochs=1)
     out = tmp_path / "check"
-    done = run_script("scripts/repeatability.py", ["--repeats", "2", "--out", str(out), "--",
-                                                   *tiny_train_overrides(data_dir, epochs=1)],
-                      env={"OMP_NUM_THREADS": "1"})
+    done = run_script(TOOL, ["--repeats", "2", "--out", str(out), "--", *overrides], env={"OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     lines = done.stdout.splitlines()
-    assert lines[-1] == "0 of 1 runs differ from run01"
-    assert lines[1].startswith("run02: ") and lines[1].endswith("bit-identical gradients to run01")
-    steps = (out / "run01" / "gradients.tsv").read_text().splitlines()
-    assert steps and all("lstm.weight_ih_l0=" in step for step in steps)  # every step names the BiLSTM's gradient
-    assert f"run01: {len(steps)} steps" in lines[0]
+    assert lines[-1] == "0 of 1 repeats differ from run01"
+    assert lines[1].startswith("run02: ") and lines[1].endswith("the same gradients at every step, weights and "
+                                                                "metrics as run01")
+    reference = tool.RunRecord(out / "run01")
+    assert f"run01: {len(reference.steps)} steps" in lines[0]
+    names = tool.step_digests(reference.steps[0])
+    assert {"lstm.weight_ih_l0", "embedder.words.weight"} <= set(names)  # dense and sparse gradients
+    other = tmp_path / "seed2"
+    other.mkdir()
+    child = run_script(TOOL, ["--child", str(other), "--", *overrides, "seed=2"], env={"OMP_NUM_THREADS": "1"})
+    assert child.returncode == 0, child.stderr[-2000:]
+    difference = tool.RunRecord(other).difference(reference)
+    assert difference.startswith("step 0: ") and "lstm.weight_ih_l0" in difference
 
 
-def test_a_used_folder_is_refused(tmp_path):
+def test_a_failing_run_exits_2_naming_its_output(tmp_path):
+    data_dir = make_tiny_conll(tmp_path / "data")
+    done = run_script(TOOL, ["--repeats", "2", "--out", str(tmp_path / "check"), "--",
+                             *tiny_train_overrides(data_dir, epochs=1), "model.no_such_key=1"])
+    assert done.returncode == 2
+    assert "error: run01: train.py failed" in done.stderr and str(tmp_path / "check" / "run01" / "train.out") in done.stderr
+
+
+def test_bad_arguments_are_refused(tmp_path):
     (tmp_path / "old").write_text("")
-    done = run_script("scripts/repeatability.py", ["--repeats", "2", "--out", str(tmp_path)])
-    assert done.returncode == 2 and "not empty" in done.stderr
+    for args, message in ((["--repeats", "2", "--out", str(tmp_path)], "not an empty folder"),
+                          (["--repeats", "2", "--out", str(tmp_path / "old")], "not an empty folder"),
+                          (["--repeats", "1", "--out", str(tmp_path / "new")], "at least 2"),
+                          (["--out", str(tmp_path / "new"), "--", "-m", "seed=1"], "drop -m"),
+                          (["--repeats", "2"], "--out: required")):
+        done = run_script(TOOL, args)
+        assert done.returncode == 2 and message in done.stderr, (args, done.stderr)
