@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import pickle
 import runpy
 import subprocess
 import sys
@@ -67,7 +68,11 @@ def record_gradients(path: Path) -> None:
 
 
 def step_digests(line: str) -> dict[str, str]:
-    return dict(entry.split("=", 1) for entry in line.split("\t") if entry)
+    """One line of ``gradients.tsv`` as {parameter: digest}; ValueError for a line the recorder did not write."""
+    entries = [entry.split("=", 1) for entry in line.split("\t") if entry]
+    if any(len(entry) != 2 for entry in entries):
+        raise ValueError(f"not a line of name=digest entries: {line[:80]!r}")
+    return dict(entries)
 
 
 def first_difference(reference: list[str], other: list[str]) -> str | None:
@@ -88,13 +93,15 @@ class RunRecord:
     def __init__(self, folder: Path):
         try:
             self.steps = (folder / DIGEST_FILE).read_text().splitlines()
-            metrics = json.loads((folder / "run" / "metrics.json").read_text())["metrics"]
+            for line in self.steps:
+                step_digests(line)
+            self.metrics = json.loads((folder / "run" / "metrics.json").read_text())["metrics"]
+            self.dev_f1 = float(self.metrics["dev_f1"])
             state = torch.load(folder / "run" / "checkpoints" / "last.pt", weights_only=True)["model_state"]
-        except (OSError, KeyError, ValueError) as error:
-            raise SystemExit(f"error: {folder}: the run left no complete record ({error}); its output: "
-                             f"{folder / 'train.out'}") from None
-        self.dev_f1 = metrics.get("dev_f1")
-        self.metrics = metrics
+        except (OSError, KeyError, TypeError, ValueError, RuntimeError, pickle.UnpicklingError) as error:
+            print(f"error: {folder}: the run left no complete record ({type(error).__name__}: {error}); its "
+                  f"output: {folder / 'train.out'}", file=sys.stderr)
+            raise SystemExit(2) from None
         self.weights = {name: tensor_digest(value) for name, value in state.items()}
 
     def difference(self, reference: RunRecord) -> str | None:
@@ -135,8 +142,10 @@ def main() -> int:
         parser.error(f"--out {args.out}: not an empty folder (each check starts in a new one)")
     if args.repeats < 2:
         parser.error("--repeats: at least 2 runs to compare")
-    if "-m" in args.overrides or "--multirun" in args.overrides:
+    if {"-m", "--multirun", "hydra.mode=MULTIRUN"} & set(args.overrides):
         parser.error("the overrides are one run's: drop -m / --multirun")
+    if any(override.split("=")[0].lstrip("+~") in ("hydra.run.dir", "paths.output_dir") for override in args.overrides):
+        parser.error("the run folders are the tool's (<out>/run<k>/run): drop hydra.run.dir / paths.output_dir")
     records: list[RunRecord] = []
     differences: list[str] = []
     for k in range(1, args.repeats + 1):
@@ -146,8 +155,8 @@ def main() -> int:
             done = subprocess.run([sys.executable, __file__, "--child", str(folder), "--", *args.overrides],
                                   stdout=output, stderr=subprocess.STDOUT)
         if done.returncode:
-            print(f"error: run{k:02d}: train.py failed (exit {done.returncode}); its output: {folder / 'train.out'}",
-                  file=sys.stderr)
+            print(f"error: run{k:02d}: train.py failed (exit {done.returncode}); its output: {folder / 'train.out'}; "
+                  f"{len(differences)} of the {max(k - 2, 0)} repeats before it differ from run01", file=sys.stderr)
             return 2
         record = RunRecord(folder)
         difference = record.difference(records[0]) if records else None

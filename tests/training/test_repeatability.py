@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 
+import pytest
 import torch
 
 from helpers import ROOT, make_tiny_conll, run_script, tiny_train_overrides
@@ -24,8 +25,8 @@ def test_first_difference_names_the_step_and_the_parameters_by_name():
     assert tool.first_difference(same, list(same)) is None
     assert tool.first_difference(same, ["a=1\tb=2", "a=3\tb=5"]) == "step 1: b"
     assert tool.first_difference(same, same[:1]) == "step 1: one run has 2 steps, the other 1"
-    # a parameter without a gradient in one run: the others keep their names
-    assert tool.first_difference(["a=1\tb=2\tc=3"], ["a=1\tc=3"]) == "step 0: b"
+    # a parameter without a gradient in one run: the others keep their names (by position, b and c would differ)
+    assert tool.first_difference(["a=1\tb=2\tc=3"], ["b=2\tc=3"]) == "step 0: a"
 
 
 def test_tensor_digest_sees_dtype_shape_and_a_sparse_gradients_rows():
@@ -37,7 +38,7 @@ def test_tensor_digest_sees_dtype_shape_and_a_sparse_gradients_rows():
     assert tool.tensor_digest(on_row_0) != tool.tensor_digest(on_row_2)
     dense = torch.arange(6.0).view(2, 3)
     assert tool.tensor_digest(dense) != tool.tensor_digest(dense.view(3, 2))
-    assert tool.tensor_digest(dense) != tool.tensor_digest(dense.double())
+    assert tool.tensor_digest(dense) != tool.tensor_digest(dense.view(torch.int32))  # the same bytes
     assert len(tool.tensor_digest(dense.to(torch.bfloat16))) == 16
 
 
@@ -69,7 +70,9 @@ def test_a_failing_run_exits_2_naming_its_output(tmp_path):
     done = run_script(TOOL, ["--repeats", "2", "--out", str(tmp_path / "check"), "--",
                              *tiny_train_overrides(data_dir, epochs=1), "model.no_such_key=1"])
     assert done.returncode == 2
-    assert "error: run01: train.py failed" in done.stderr and str(tmp_path / "check" / "run01" / "train.out") in done.stderr
+    assert "error: run01: train.py failed" in done.stderr
+    assert str(tmp_path / "check" / "run01" / "train.out") in done.stderr
+    assert "0 of the 0 repeats before it differ" in done.stderr
 
 
 def test_bad_arguments_are_refused(tmp_path):
@@ -78,6 +81,36 @@ def test_bad_arguments_are_refused(tmp_path):
                           (["--repeats", "2", "--out", str(tmp_path / "old")], "not an empty folder"),
                           (["--repeats", "1", "--out", str(tmp_path / "new")], "at least 2"),
                           (["--out", str(tmp_path / "new"), "--", "-m", "seed=1"], "drop -m"),
+                          (["--out", str(tmp_path / "new"), "--", "hydra.run.dir=x"], "drop hydra.run.dir"),
                           (["--repeats", "2"], "--out: required")):
         done = run_script(TOOL, args)
         assert done.returncode == 2 and message in done.stderr, (args, done.stderr)
+
+
+def test_runs_with_the_same_gradients_can_still_differ_in_weights_or_metrics():
+    tool = load_tool()
+
+    def record(weights, metrics):
+        run = object.__new__(tool.RunRecord)
+        run.steps, run.weights, run.metrics = ["a=1"], weights, metrics
+        return run
+
+    reference = record({"w": "1", "v": "2"}, {"dev_f1": 0.5, "test_f1": 0.4})
+    assert record({"w": "1", "v": "2"}, {"dev_f1": 0.5, "test_f1": 0.4}).difference(reference) is None
+    assert record({"w": "1", "v": "3"}, {"dev_f1": 0.5, "test_f1": 0.4}).difference(reference).startswith(
+        "the last checkpoint's weights (v)")
+    assert record({"w": "1", "v": "2"}, {"dev_f1": 0.5, "test_f1": 0.3}).difference(reference).startswith(
+        "the metrics (test_f1)")
+
+
+def test_a_run_without_a_complete_record_exits_2_naming_it(tmp_path, capsys):
+    tool = load_tool()
+    (tmp_path / tool.DIGEST_FILE).write_text("a=1\n")
+    with pytest.raises(SystemExit) as stop:
+        tool.RunRecord(tmp_path)
+    assert stop.value.code == 2
+    assert f"error: {tmp_path}: the run left no complete record (FileNotFoundError" in capsys.readouterr().err
+    (tmp_path / tool.DIGEST_FILE).write_text("not a digest line\n")
+    with pytest.raises(SystemExit):
+        tool.RunRecord(tmp_path)
+    assert "ValueError: not a line of name=digest entries" in capsys.readouterr().err
