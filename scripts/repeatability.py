@@ -75,13 +75,16 @@ def step_digests(line: str) -> dict[str, str]:
     return dict(entries)
 
 
+def differing_keys(ours: dict, theirs: dict) -> list:
+    """The keys of either mapping whose values differ (a key one lacks counts), in first-seen order."""
+    return [key for key in {**ours, **theirs} if ours.get(key) != theirs.get(key)]
+
+
 def first_difference(reference: list[str], other: list[str]) -> str | None:
     """Where two runs' gradient lines first differ, in words; None when they are the same."""
     for index, (ours, theirs) in enumerate(zip(reference, other)):
         if ours != theirs:
-            ours, theirs = step_digests(ours), step_digests(theirs)
-            names = [name for name in {**ours, **theirs} if ours.get(name) != theirs.get(name)]
-            return f"step {index}: {', '.join(names)}"
+            return f"step {index}: {', '.join(differing_keys(step_digests(ours), step_digests(theirs)))}"
     if len(reference) != len(other):
         return f"step {min(len(reference), len(other))}: one run has {len(reference)} steps, the other {len(other)}"
     return None
@@ -109,14 +112,12 @@ class RunRecord:
         where = first_difference(reference.steps, self.steps)
         if where:
             return where
-        weights = [name for name in {**reference.weights, **self.weights}
-                   if reference.weights.get(name) != self.weights.get(name)]
+        weights = differing_keys(reference.weights, self.weights)
         if weights:
             return f"the last checkpoint's weights ({', '.join(weights)}), with the same gradients at every step"
-        if reference.metrics != self.metrics:
-            changed = [key for key in {**reference.metrics, **self.metrics}
-                       if reference.metrics.get(key) != self.metrics.get(key)]
-            return f"the metrics ({', '.join(changed[:5])}), with the same gradients and weights"
+        metrics = differing_keys(reference.metrics, self.metrics)
+        if metrics:
+            return f"the metrics ({', '.join(metrics[:5])}), with the same gradients and weights"
         return None
 
 
@@ -146,7 +147,7 @@ def main() -> int:
         parser.error("the overrides are one run's: drop -m / --multirun")
     if any(override.split("=")[0].lstrip("+~") in ("hydra.run.dir", "paths.output_dir") for override in args.overrides):
         parser.error("the run folders are the tool's (<out>/run<k>/run): drop hydra.run.dir / paths.output_dir")
-    records: list[RunRecord] = []
+    reference: RunRecord | None = None  # run01
     differences: list[str] = []
     for k in range(1, args.repeats + 1):
         folder = args.out / f"run{k:02d}"
@@ -159,14 +160,14 @@ def main() -> int:
                   f"{len(differences)} of the {max(k - 2, 0)} repeats before it differ from run01", file=sys.stderr)
             return 2
         record = RunRecord(folder)
-        difference = record.difference(records[0]) if records else None
-        records.append(record)
+        difference = record.difference(reference) if reference else None
+        reference = reference or record
         if difference:
             differences.append(difference)
         verdict = ("the reference" if k == 1 else f"differs from run01 at {difference}" if difference else
                    "the same gradients at every step, weights and metrics as run01")
         print(f"run{k:02d}: {len(record.steps)} steps, dev F1 {record.dev_f1:.4f}, {verdict}", flush=True)
-    print(f"{len(differences)} of {len(records) - 1} repeats differ from run01")
+    print(f"{len(differences)} of {args.repeats - 1} repeats differ from run01")
     return 1 if differences else 0
 
 
